@@ -1,3 +1,29 @@
-"""tbd: a profiler for deep-learning training (the TBD suite, modernised)."""
+"""tbd: a profiler for deep-learning training (the TBD suite, modernised).
+
+Public API: `profile_step` (profile your own PyTorch training step), `load_profile` (read a
+saved profile.json or run directory) and the `Profile` record.
+"""
 
 __version__ = "0.1.0"
+
+
+def profile_step(*args, **kwargs):
+    """Profile a user's own training step; see tbd.api.profile_step."""
+    from tbd.api import profile_step as _profile_step
+
+    return _profile_step(*args, **kwargs)
+
+
+def load_profile(path):
+    """Load and validate a profile.json or RUN_DIR; see tbd.collect.load_profile."""
+    from tbd.collect import load_profile as _load_profile
+
+    return _load_profile(path)
+
+
+def __getattr__(name):
+    if name == "Profile":
+        from tbd.profile import Profile
+
+        return Profile
+    raise AttributeError(name)

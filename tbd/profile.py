@@ -54,6 +54,10 @@ class FlopUtil:
     flops: float | None  # FLOPs counted in the trace window
     busy_s: float | None  # device busy time in the trace window
     unattributed_busy_pct: float | None  # share of busy time in kernels with no FLOP formula
+    # Busy-time-weighted average utilization of kernel groups with known FLOPs: the threshold of
+    # the low-utilization ranking. Equals `value` unless some busy time has no FLOP formula or
+    # kernels overlap on several streams.
+    kernel_average_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -195,7 +199,7 @@ def _load_profile(data: Any) -> Profile:
             "value": _OPT_NUM, "reason": _OPT_STR, "source": str, "peak_flops": _OPT_NUM, "peak_source": str,
             "hardware_peak_flops": _OPT_NUM, "hardware_peak_reason": _OPT_STR,
             "measured_ceiling_flops": _OPT_NUM, "flops": _OPT_NUM, "busy_s": _OPT_NUM,
-            "unattributed_busy_pct": _OPT_NUM}),
+            "unattributed_busy_pct": _OPT_NUM, "kernel_average_pct": _OPT_NUM}),
         cpu_util_pct=_build(Value, _require(m, "cpu_util_pct", dict, "metrics."), "metrics.cpu_util_pct.", value_types),
         memory_bytes=_build(Memory, memory, "metrics.memory_bytes.", {
             **{c: (int, type(None)) for c in MEMORY_CATEGORIES}, "allocator_peak": (int, type(None)),

@@ -1,0 +1,54 @@
+"""Interval maths over half-open [start, end) integer-nanosecond intervals, vectorised.
+
+Every busy-time figure in tbd goes through here: the union of kernel intervals across streams
+(DESIGN.md formula (1)), clipping to a window, and covered length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def merge(start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals as disjoint, sorted intervals; touching intervals are joined.
+
+    Args:
+        start_ns, end_ns: equal-length integer arrays, end >= start (empty intervals are dropped).
+    Returns:
+        (starts, ends) of the merged intervals, int64, sorted by start.
+    """
+    s = np.asarray(start_ns, dtype=np.int64)
+    e = np.asarray(end_ns, dtype=np.int64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if s.size == 0:
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    # A new merged interval starts wherever a start lies beyond every earlier end.
+    running_end = np.maximum.accumulate(e)
+    new_group = np.empty(s.size, dtype=bool)
+    new_group[0] = True
+    new_group[1:] = s[1:] > running_end[:-1]
+    group_first = np.flatnonzero(new_group)
+    group_last = np.append(group_first[1:] - 1, s.size - 1)
+    return s[group_first], running_end[group_last]
+
+
+def clip(start_ns: np.ndarray, end_ns: np.ndarray, lo_ns: int, hi_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals cut to the window [lo, hi); those wholly outside become empty (start == end)."""
+    s = np.clip(np.asarray(start_ns, dtype=np.int64), lo_ns, hi_ns)
+    e = np.clip(np.asarray(end_ns, dtype=np.int64), lo_ns, hi_ns)
+    return s, np.maximum(s, e)
+
+
+def union_length_ns(start_ns: np.ndarray, end_ns: np.ndarray) -> int:
+    """Total length covered by at least one interval, in ns."""
+    s, e = merge(start_ns, end_ns)
+    return int((e - s).sum())
+
+
+def covered_in_window_ns(start_ns: np.ndarray, end_ns: np.ndarray, lo_ns: int, hi_ns: int) -> int:
+    """Length of [lo, hi) covered by the union of the intervals, in ns."""
+    s, e = clip(start_ns, end_ns, lo_ns, hi_ns)
+    return union_length_ns(s, e)

@@ -1,0 +1,154 @@
+"""Peak FLOP/s of a GPU or CPU from its hardware description (DESIGN.md, "peak FLOP/s").
+
+peak = units x clock x FLOPs per clock per unit, where a fused multiply-add counts as 2 FLOPs.
+An unknown part or a hidden clock gives `value=None` with the reason; nothing is guessed.
+
+Sources for the per-SM tables:
+- CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table (results per clock
+  cycle per multiprocessor, by compute capability): FP32 and FP64 add/multiply/FMA lanes.
+- NVIDIA architecture whitepapers for dense tensor-core rates: Tesla V100 (Volta, 2017),
+  A100 Tensor Core GPU (Ampere, 2020), Ampere GA102 (2020), Ada Lovelace (2022),
+  H100 Tensor Core GPU (Hopper, 2022), Blackwell (2024). Each rate below is the whitepaper's
+  dense peak divided by (SMs x boost clock), e.g. A100: 312e12 / (108 x 1410e6) = 2048.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class PeakFlops:
+    """A peak FLOP/s, or None with the reason; `formula` shows the derivation in words."""
+
+    value: float | None
+    reason: str | None
+    formula: str
+
+
+# FP32 FLOP/clk/SM on CUDA cores = 2 x FP32 FMA lanes per SM (CUDA Programming Guide table).
+_GPU_FP32 = {
+    (5, 0): 256, (5, 2): 256, (5, 3): 256,
+    (6, 0): 128, (6, 1): 256, (6, 2): 256,
+    (7, 0): 128, (7, 2): 128, (7, 5): 128,
+    (8, 0): 128, (8, 6): 256, (8, 7): 256, (8, 9): 256,
+    (9, 0): 256,
+}
+# FP64 FLOP/clk/SM = 2 x FP64 FMA lanes per SM (same table). Datacenter parts only run at a
+# useful rate; consumer parts (6.1, 7.5, 8.6, 8.9) run FP64 at 1/32-1/64 of FP32.
+_GPU_FP64 = {
+    (5, 0): 8, (5, 2): 8, (5, 3): 8,
+    (6, 0): 64, (6, 1): 8, (6, 2): 8,
+    (7, 0): 64, (7, 2): 8, (7, 5): 4,
+    (8, 0): 64, (8, 6): 4, (8, 7): 4, (8, 9): 4,
+    (9, 0): 128,
+}
+# Dense tensor-core FLOP/clk/SM (whitepapers; no 2:4 sparsity). For 8.6/8.9 GeForce parts the
+# FP16 rate with FP32 accumulation is half of this; we report the architecture's upper bound.
+_GPU_TENSOR = {
+    (7, 0): {"fp16": 1024}, (7, 2): {"fp16": 1024}, (7, 5): {"fp16": 1024},
+    (8, 0): {"fp16": 2048, "bf16": 2048, "tf32": 1024},
+    (8, 6): {"fp16": 1024, "bf16": 1024, "tf32": 512},
+    (8, 7): {"fp16": 1024, "bf16": 1024, "tf32": 512},
+    (8, 9): {"fp16": 1024, "bf16": 1024, "tf32": 512},
+    (9, 0): {"fp16": 4096, "bf16": 4096, "tf32": 2048},
+    (10, 0): {"fp16": 8192, "bf16": 8192, "tf32": 4096},
+}
+
+
+def _gpu_rate(cc: tuple[int, int], precision: str) -> tuple[int | None, str]:
+    """FLOP/clk/SM for one capability and precision, and the unit that delivers it."""
+    major, _ = cc
+    if precision == "fp32":
+        # Blackwell (10.x datacenter, 12.x consumer) keeps 128 FP32 lanes per SM.
+        rate = 256 if major in (10, 12) else _GPU_FP32.get(cc)
+        return rate, "FP32 CUDA-core"
+    if precision == "fp64":
+        return _GPU_FP64.get(cc), "FP64 CUDA-core"
+    return _GPU_TENSOR.get(cc, {}).get(precision), f"dense {precision.upper()} tensor-core"
+
+
+def gpu_peak_flops(compute_capability: tuple[int, int], sm_count: int, max_sm_clock_hz: float | None,
+                   precision: str) -> PeakFlops:
+    """Peak FLOP/s of a CUDA GPU: SMs x max SM clock (Hz) x FLOP/clk/SM for `precision`.
+
+    Args:
+        compute_capability: (major, minor), e.g. (8, 0) for A100.
+        sm_count: streaming multiprocessors on the device.
+        max_sm_clock_hz: maximum SM clock in Hz (NVML max clock), or None when unknown.
+        precision: "fp32" and "fp64" use CUDA cores; "tf32", "fp16", "bf16" dense tensor cores.
+    Returns:
+        PeakFlops in FLOP/s, or value None with the reason.
+    """
+    cc = (int(compute_capability[0]), int(compute_capability[1]))
+    name = f"compute capability {cc[0]}.{cc[1]}"
+    if precision not in PRECISIONS:
+        return PeakFlops(None, f"no GPU peak model for precision {precision!r}", "")
+    rate, unit = _gpu_rate(cc, precision)
+    if rate is None:
+        return PeakFlops(None, f"no {precision} peak known for {name}", "")
+    if sm_count <= 0:
+        return PeakFlops(None, f"invalid SM count {sm_count}", "")
+    formula_tail = f"{rate} FLOP/clk/SM ({unit}, {name})"
+    if max_sm_clock_hz is None or max_sm_clock_hz <= 0:
+        return PeakFlops(None, "GPU max SM clock unknown", f"{sm_count} SMs x ? MHz x {formula_tail}")
+    formula = f"{sm_count} SMs x {max_sm_clock_hz / 1e6:.0f} MHz x {formula_tail}"
+    return PeakFlops(float(sm_count) * float(max_sm_clock_hz) * rate, None, formula)
+
+
+# CPU FP32 FLOP/cycle/core by ISA, widest first: FMA units x FP32 lanes x 2 (FMA = 2 FLOPs).
+# x86 figures assume two FMA ports (ports 0 and 1 on Haswell and later; ports 0 and 5 for
+# AVX-512 on Skylake-SP Gold 6xxx/Platinum and Ice Lake/Sapphire Rapids server parts), per
+# the Intel 64 and IA-32 Architectures Optimization Reference Manual; AVX-512 parts with a
+# single FMA unit (some Xeon Silver/Bronze) reach half. Plain AVX has no FMA: one 8-lane add
+# and one 8-lane multiply per cycle. SSE2: one 4-lane add and one 4-lane multiply.
+# aarch64 assumes two 128-bit ASIMD FMA pipes (Arm Neoverse N1 Software Optimization Guide);
+# wider cores (Neoverse V1/V2: four pipes) reach more.
+_CPU_FP32 = (
+    ("avx512f", ("avx512f",), 64, "2 FMA units x 16 fp32 lanes x 2"),
+    ("avx2+fma", ("avx2", "fma"), 32, "2 FMA units x 8 fp32 lanes x 2"),
+    ("avx", ("avx",), 16, "1 add + 1 mul unit x 8 fp32 lanes"),
+    ("asimd", ("asimd",), 16, "2 FMA pipes x 4 fp32 lanes x 2 (assumed)"),
+    ("sse2", ("sse2",), 8, "1 add + 1 mul unit x 4 fp32 lanes"),
+)
+
+
+def cpu_flops_per_cycle(isa_flags: Iterable[str], precision: str = "fp32") -> tuple[int | None, str]:
+    """FLOP/cycle/core for the widest vector ISA in `isa_flags`, and its derivation (or the reason)."""
+    flags = {f.lower() for f in isa_flags}
+    for isa, needs, rate, how in _CPU_FP32:
+        if all(n in flags for n in needs):
+            if precision == "fp32":
+                return rate, f"{isa}: {how}"
+            if precision == "fp64":
+                # Same units, half the lanes per register.
+                return rate // 2, f"{isa}: ({how}) / 2 for fp64"
+            return None, f"no CPU peak model for precision {precision!r}"
+    return None, "no known vector ISA among the CPU flags"
+
+
+def cpu_peak_flops(isa_flags: Iterable[str], cores: int, max_clock_hz: float | None,
+                   precision: str = "fp32") -> PeakFlops:
+    """Peak FLOP/s of a CPU: cores x max clock (Hz) x FLOP/cycle/core by ISA.
+
+    Args:
+        isa_flags: CPU feature flags (/proc/cpuinfo "flags" or "Features").
+        cores: cores in use (physical cores: SMT siblings share the FMA units).
+        max_clock_hz: maximum core clock in Hz, or None when the machine hides it.
+        precision: "fp32" or "fp64".
+    Returns:
+        PeakFlops in FLOP/s, or value None with the reason.
+    """
+    rate, how = cpu_flops_per_cycle(isa_flags, precision)
+    if rate is None:
+        return PeakFlops(None, how, "")
+    if cores <= 0:
+        return PeakFlops(None, f"invalid core count {cores}", "")
+    tail = f"{rate} FLOP/cycle/core ({how})"
+    if max_clock_hz is None or max_clock_hz <= 0:
+        return PeakFlops(None, "CPU clock hidden by the VM", f"{cores} cores x ? MHz x {tail}")
+    formula = f"{cores} cores x {max_clock_hz / 1e6:.0f} MHz x {tail}"
+    return PeakFlops(float(cores) * float(max_clock_hz) * rate, None, formula)

@@ -1,0 +1,54 @@
+"""Stable-phase detection: where warm-up ends (DESIGN.md, "Stable phase").
+
+Per-iteration times are watched in a sliding window. Warm-up ends at the first iteration i such
+that the window times[i : i+w] has a coefficient of variation below `cv_max` and its median agrees
+with the median of the next window times[i+w : i+2w] within `median_tol`. Two consecutive
+windows are required so a single quiet stretch inside a still-changing series does not pass
+(cuDNN autotuning and allocator growth make early iterations slow in bursts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class StabilityRule:
+    """Thresholds of the detector; the defaults suit iteration times of ms to s."""
+
+    window: int = 5  # iterations per window
+    cv_max: float = 0.10  # std / mean within a window
+    median_tol: float = 0.05  # |median(next) - median(window)| / median(window)
+
+    @property
+    def needed(self) -> int:
+        """Iterations that must exist beyond the candidate start to judge it."""
+        return 2 * self.window
+
+
+def warmup_end(times: np.ndarray, rule: StabilityRule = StabilityRule()) -> int | None:
+    """Index of the first stable iteration, or None if no stable phase is visible yet.
+
+    Args:
+        times: per-iteration durations (any unit), in run order.
+        rule: window length and thresholds.
+    Returns:
+        i such that iterations i, i+1, ... are the stable phase; None when not (yet) stable.
+    """
+    t = np.asarray(times, dtype=np.float64)
+    w = rule.window
+    if t.size < 2 * w:
+        return None
+    # windows[k] = t[k : k + w] for every k, via a strided view (no copies).
+    windows = np.lib.stride_tricks.sliding_window_view(t, w)
+    mean = windows.mean(axis=1)
+    cv = np.divide(windows.std(axis=1), mean, out=np.full_like(mean, np.inf), where=mean > 0)
+    median = np.median(windows, axis=1)
+    n = windows.shape[0] - w  # candidates k that have a following window at k + w
+    here, after = median[:n], median[w : w + n]
+    agree = np.abs(after - here) <= rule.median_tol * here
+    ok = (cv[:n] < rule.cv_max) & (cv[w : w + n] < rule.cv_max) & agree
+    hits = np.flatnonzero(ok)
+    return int(hits[0]) if hits.size else None

@@ -1,0 +1,88 @@
+"""Utilization metrics: the paper's formulas (1)-(3) and throughput.
+
+Zhu et al., "Benchmarking and Analyzing Deep Neural Network Training" (IISWC 2018), Sec. III-C:
+(1) GPU compute utilization = GPU active time / total elapsed time;
+(2) FP32 utilization = FLOPs executed / (peak FLOP/s x GPU active time);
+(3) CPU utilization = sum over cores of active time / (cores x total elapsed time).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.intervals import covered_in_window_ns
+from tbd.records import CpuSample, KernelTable, NvmlSample, TraceRecords
+
+
+def device_busy_ns(trace: TraceRecords) -> int:
+    """Length of the union of the device's busy intervals inside the trace window, in ns."""
+    return covered_in_window_ns(trace.busy_start_ns, trace.busy_end_ns, trace.window_start_ns, trace.window_end_ns)
+
+
+def gpu_busy_pct(trace: TraceRecords) -> float:
+    """Formula (1): union of kernel intervals on the device (all streams) / window wall time x 100.
+
+    The window runs from the host start of the first traced iteration to the end of the last kernel
+    launched in the last one (the GPU runs behind the CPU, so a host-only span would under-count).
+    """
+    window_ns = trace.window_end_ns - trace.window_start_ns
+    if window_ns <= 0:
+        raise ValueError("trace window has no length")
+    return 100.0 * device_busy_ns(trace) / window_ns
+
+
+def kernel_util_pct(kernels: KernelTable, peak_flops_by_precision: dict[str, float]) -> np.ndarray:
+    """Per-row FLOP utilization: flops / (peak for the row's precision x duration) x 100; NaN if unknown."""
+    peaks = np.array([peak_flops_by_precision.get(p, np.nan) for p in kernels.precision], dtype=np.float64)
+    seconds = kernels.dur_ns.astype(np.float64) / 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = 100.0 * kernels.flops / (peaks * seconds)
+    return np.where(seconds > 0, util, np.nan)
+
+
+def peak_seconds(kernels: KernelTable, peak_flops_by_precision: dict[str, float]) -> float:
+    """Seconds the device would need at peak for the rows' known FLOPs, each at its own precision's peak."""
+    peaks = np.array([peak_flops_by_precision.get(p, np.nan) for p in kernels.precision], dtype=np.float64)
+    known = np.isfinite(kernels.flops) & np.isfinite(peaks) & (peaks > 0)
+    return float((kernels.flops[known] / peaks[known]).sum())
+
+
+def flop_util_pct(kernels: KernelTable, busy_ns: int, peak_flops_by_precision: dict[str, float]) -> float:
+    """Formula (2) over the window: FLOPs / (peak x busy time) x 100.
+
+    With one precision this is exactly FLOPs / (peak x busy). When kernels ran in several precisions
+    (FP32 CUDA cores and TF32 tensor cores in one run) each kernel's FLOPs are weighed by its own
+    precision's peak, so the figure stays the busy-time-weighted average of kernel utilizations.
+    """
+    if busy_ns <= 0:
+        raise ValueError("device was never busy in the window")
+    return 100.0 * peak_seconds(kernels, peak_flops_by_precision) / (busy_ns / 1e9)
+
+
+def unattributed_busy_pct(kernels: KernelTable) -> float:
+    """Share (%) of summed kernel time spent in kernels whose FLOPs are unknown."""
+    total = kernels.dur_ns.sum()
+    if total <= 0:
+        return 0.0
+    return 100.0 * float(kernels.dur_ns[~np.isfinite(kernels.flops)].sum()) / float(total)
+
+
+def cpu_util_pct(sample: CpuSample) -> float:
+    """Formula (3): sum over cores of active time / (cores x window wall time) x 100."""
+    if sample.wall_ns <= 0 or sample.cores <= 0:
+        raise ValueError("CPU sample has no duration or no cores")
+    return 100.0 * float(np.sum(sample.busy_s)) / (sample.cores * sample.wall_ns / 1e9)
+
+
+def nvml_busy_pct(sample: NvmlSample) -> float:
+    """Mean of NVML's `utilization.gpu` readings over the timing window, in %."""
+    if sample.utilization_pct.size == 0:
+        raise ValueError("no NVML readings in the window")
+    return float(np.mean(sample.utilization_pct))
+
+
+def throughput_per_s(units_per_step: float, steps: int, window_ns: int) -> float:
+    """Units (samples, tokens, audio seconds) per second over a window of `steps` iterations."""
+    if window_ns <= 0:
+        raise ValueError("timing window has no length")
+    return units_per_step * steps / (window_ns / 1e9)

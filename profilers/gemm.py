@@ -1,0 +1,83 @@
+"""Measured GEMM ceiling: the best FLOP/s a large square matmul reaches on this device.
+
+Reported beside the hardware-model peak (DESIGN.md, "peak FLOP/s"): what the BLAS library
+actually achieves, and the fallback denominator when the clock is hidden (e.g. in a VM).
+An n x n by n x n matmul performs n^3 multiply-adds = 2 n^3 FLOPs (the standard GEMM count,
+as in LAPACK Working Note 41 and cuBLAS benchmarks); the best of `repeats` timings is kept,
+since slower repeats measure interference, not the device.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+# Each timed repeat runs enough matmuls to last at least this long, so timer resolution and
+# launch overhead stay below ~0.1 % even for a fast GPU on a small n.
+_MIN_REPEAT_S = 0.02
+
+
+def measured_gemm_ceiling(torch: Any, device: Any, dtype: Any = None, n: int = 2048, repeats: int = 5,
+                          allow_tf32: bool = False) -> dict:
+    """Best achieved FLOP/s of an n x n matmul on `device`, after one warm-up matmul.
+
+    Args:
+        torch: the torch module (passed in so this module imports without torch).
+        device: "cpu", "cuda", "cuda:N" or a torch.device.
+        dtype: element type, default torch.float32.
+        n: matrix side; 2048 takes ~0.1 s per matmul on a 2-core AVX-512 VM.
+        repeats: timed repeats; the fastest one counts.
+        allow_tf32: for float32 on CUDA, False measures true FP32 (TF32 off for the duration).
+    Returns:
+        {"flops_per_s", "n", "seconds" (best time of one matmul, s), "repeats", "matmuls_per_repeat",
+         "dtype", "device"}.
+    """
+    if n <= 0 or repeats <= 0:
+        raise ValueError(f"n and repeats must be positive, got n={n}, repeats={repeats}")
+    dtype = torch.float32 if dtype is None else dtype
+    device = torch.device(device)
+    saved = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32)
+    try:
+        # "highest" keeps float32 matmuls in IEEE fp32 on every backend (no TF32 on CUDA, no
+        # bf16 passes in oneDNN on the CPU); restored afterwards for the workload.
+        torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+        best_s, inner = _time_matmul(torch, device, dtype, n, repeats)
+    finally:
+        torch.set_float32_matmul_precision(saved[0])
+        torch.backends.cuda.matmul.allow_tf32 = saved[1]
+    return {
+        "flops_per_s": 2.0 * n**3 / best_s,
+        "n": n,
+        "seconds": best_s,
+        "repeats": repeats,
+        "matmuls_per_repeat": inner,
+        "dtype": str(dtype).removeprefix("torch."),
+        "device": str(device),
+    }
+
+
+def _time_matmul(torch: Any, device: Any, dtype: Any, n: int, repeats: int) -> tuple[float, int]:
+    """Fastest seconds per matmul over `repeats`, and matmuls run per repeat."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.rand(n, n, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
+    b = torch.rand(n, n, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    with torch.inference_mode():
+        torch.mm(a, b, out=out)  # warm-up: library init, kernel selection, caches
+        sync()
+        t0 = time.perf_counter()
+        torch.mm(a, b, out=out)  # calibration: how many matmuls fill _MIN_REPEAT_S
+        sync()
+        inner = max(1, math.ceil(_MIN_REPEAT_S / max(time.perf_counter() - t0, 1e-9)))
+        best = math.inf
+        for _ in range(repeats):
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                torch.mm(a, b, out=out)
+            sync()
+            best = min(best, (time.perf_counter() - t0) / inner)
+    return best, inner

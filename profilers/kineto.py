@@ -1,0 +1,494 @@
+"""PyTorch profiler (Kineto) Chrome-trace reader: a trace file becomes `TraceRecords`.
+
+Times. Kineto writes "ts"/"dur" in microseconds, as fractional decimals since ~2023
+(e.g. 4546152992285.686) and as integers before. A float64 cannot hold such a value to the
+nanosecond, and rounding each kernel's ends to microseconds opens false gaps between back-to-back
+kernels (under-counting busy time), so numbers are parsed as `decimal.Decimal` and turned into
+exact integer nanoseconds. Times stay on the trace's own "ts" origin (`baseTimeNanoseconds` is not
+applied); only differences matter downstream.
+
+Steps and window. Host spans named `ProfilerStep#N` (cat "user_annotation" in recent torch,
+"cpu_op" in older) are the iterations. A step ends at max(host end, end of the last kernel whose
+launching runtime call lies inside the host span). The window runs from the first step's start
+to the latest step end; without step spans the whole trace (first to last timed event) is the
+window and a note says so. Rows, ops and busy intervals are those that start inside the window.
+
+GPU (the trace has "kernel" events). One row per kernel. Its launching op is found through the
+runtime/driver call with the same `correlation` (cudaLaunchKernel, cudaLaunchKernelExC,
+cuLaunchKernel, ...): the innermost "cpu_op" on that call's thread enclosing the call's start.
+FLOP attribution: walk up from the launching op to the OUTERMOST enclosing op that has a formula
+(`flops_of(shapes) is not None`); that op's FLOPs are split among ALL kernels launched beneath it
+in proportion to their durations, and those rows carry its name as `op`, source "analytic" and
+its precision (`precision_of(input types)`, "tf32" instead of "fp32" when the kernel name says
+tf32). Kernels with no formula op get NaN FLOPs, `op` = launching op name ("" if none), source
+"" and precision "". A formula op whose shapes are missing (`flops_of` returns NaN) leaves its
+rows at NaN FLOPs with source "". The step of a kernel is the step containing its launching call.
+Busy intervals are the kernel intervals; memcpy/memset ("gpu_memcpy", "gpu_memset") are not
+kernels and are only counted in a note.
+
+CPU (no kernel events). Every "cpu_op" is a row covering its SELF time (duration minus its direct
+children's, per thread's op tree built by time nesting), stream = thread id, device -1. The
+outermost op with a formula has its FLOPs split among itself and all its descendants in
+proportion to their self times. Busy intervals are the roots of each thread's op tree. Markers
+(ProfilerStep, other user annotations) and the profiler's "[memory]" instant events are not ops.
+
+Memory. "[memory]" instant events become `MemoryEvents` in time order, all of them (not only the
+window's), because pairing an allocation with its free needs the allocations made before it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import zlib
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
+
+from tbd.errors import TraceFormatError
+from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
+
+_STEP = re.compile(r"ProfilerStep#(\d+)$")
+_LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+_COPY_CATS = frozenset({"gpu_memcpy", "gpu_memset"})
+_MARKER_CATS = frozenset({"cpu_op", "user_annotation"})
+_TRACE_HINT = "export it with torch.profiler's export_chrome_trace (or on_trace_ready=tensorboard_trace_handler)"
+
+
+def read_trace_file(path: str | os.PathLike) -> dict:
+    """Load a Kineto trace (.json or .json.gz, gzip detected by content) with exact decimal numbers.
+
+    Args:
+        path: the trace file.
+    Returns:
+        The trace object; non-integer numbers are `decimal.Decimal` (exact), integers stay `int`.
+    Raises:
+        TraceFormatError: unreadable, truncated or garbage gzip, corrupt JSON, or no "traceEvents" list.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as handle:
+            raw = handle.read()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise TraceFormatError(f"{name}: truncated or corrupt gzip ({exc})", hint="re-export the trace") from None
+    except OSError as exc:
+        raise TraceFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
+    try:
+        trace = json.loads(raw, parse_float=Decimal)
+    except UnicodeDecodeError:
+        raise TraceFormatError(f"{name}: not a text JSON file", hint=_TRACE_HINT) from None
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"{name}: corrupt JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                               hint="the file may be truncated; re-export the trace") from None
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise TraceFormatError(f'{name}: not a Kineto trace (no "traceEvents" list)', hint=_TRACE_HINT)
+    return trace
+
+
+def trace_records(trace: dict, source: str, flops_of=None, precision_of=None) -> TraceRecords:
+    """Build the records of one loaded Kineto trace (pure: no I/O).
+
+    Args:
+        trace: what `read_trace_file` returned (or an equivalent dict; float times are accepted
+            but lose sub-microsecond exactness at large magnitudes).
+        source: the trace's name, for notes and errors.
+        flops_of: callable(OpShapes) -> FLOPs, None (no formula) or NaN (formula, shapes missing);
+            default `analysis.flops.op_flops`.
+        precision_of: callable(input types tuple) -> "fp32", "fp16", ...; default
+            `analysis.flops.precision_of`.
+    Returns:
+        TraceRecords with integer-ns times; device_kind "cuda" if the trace has kernels, else "cpu".
+    Raises:
+        TraceFormatError: not a trace, malformed events, or no ops and no kernels.
+    """
+    if flops_of is None or precision_of is None:
+        from analysis import flops as _flops  # lazy: only the default formula table needs it
+
+        flops_of = flops_of or _flops.op_flops
+        precision_of = precision_of or _flops.precision_of
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not isinstance(events, list):
+        raise TraceFormatError(f'{source}: not a Kineto trace (no "traceEvents" list)', hint=_TRACE_HINT)
+    raw = _classify(events, source)
+    if not raw.ops and not raw.kernels:
+        raise TraceFormatError(f"no ops or kernels in {source}", hint="record with activities CPU (and CUDA)")
+    ops = _op_tree(raw.ops, source)
+    if raw.kernels:
+        return _gpu_records(raw, ops, source, flops_of, precision_of)
+    return _cpu_records(raw, ops, source, flops_of, precision_of)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+def _ns(value) -> int:
+    """Microseconds as Kineto writes them (int, Decimal, float) -> exact integer nanoseconds."""
+    if type(value) is int:
+        return value * 1000
+    if isinstance(value, Decimal):
+        # scaleb is exact; ties beyond the 3rd decimal round half-even (Kineto writes at most 3).
+        return int(value.scaleb(3).to_integral_value())
+    if isinstance(value, float):
+        return int(Decimal(repr(value)).scaleb(3).to_integral_value())
+    raise TypeError(f"not a number: {value!r}")
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """Events of one trace sorted into the categories the reader uses (plain lists of dicts)."""
+
+    events: list
+    ops: list
+    steps: list
+    launches: list
+    kernels: list
+    copies: int
+    memory: list
+
+
+def _classify(events: list, source: str) -> _Raw:
+    ops, steps, launches, kernels, memory = [], [], [], [], []
+    copies = 0
+    for ev in events:
+        if not isinstance(ev, dict):
+            raise TraceFormatError(f"{source}: traceEvents holds a non-object entry {ev!r:.60}")
+        ph = ev.get("ph")
+        if ph == "X":
+            cat = ev.get("cat")
+            if cat == "kernel":
+                kernels.append(ev)
+            elif cat in _MARKER_CATS:
+                if _STEP.match(str(ev.get("name", ""))):
+                    steps.append(ev)
+                elif cat == "cpu_op":
+                    ops.append(ev)
+            elif cat in _LAUNCH_CATS:
+                launches.append(ev)
+            elif cat in _COPY_CATS:
+                copies += 1
+        elif ph == "i" and ev.get("name") == "[memory]":
+            memory.append(ev)
+    return _Raw(events, ops, steps, launches, kernels, copies, memory)
+
+
+def _column(events: list, source: str, what: str, get) -> list:
+    """`get` applied to every event, malformed events reported as TraceFormatError."""
+    try:
+        return [get(ev) for ev in events]
+    except (KeyError, TypeError, ValueError, InvalidOperation) as exc:
+        raise TraceFormatError(f"{source}: malformed {what} event ({type(exc).__name__}: {exc})") from None
+
+
+def _thread_codes(events: list, codes: dict) -> np.ndarray:
+    """One small integer per (pid, tid) pair (added to `codes`), so threads compare as numbers."""
+    return np.array([codes.setdefault((ev.get("pid"), ev.get("tid")), len(codes)) for ev in events],
+                    dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Op tree
+
+
+@dataclass(frozen=True)
+class _Ops:
+    """cpu_ops sorted by (thread, start, longest first) so every parent precedes its children."""
+
+    events: list
+    name: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    thread: np.ndarray
+    tid: np.ndarray
+    parent: np.ndarray  # index of the enclosing op on the same thread, -1 for roots
+    first: dict  # thread code -> (first index, one past last index)
+    codes: dict  # (pid, tid) -> thread code
+
+
+def _op_tree(events: list, source: str) -> _Ops:
+    start = np.array(_column(events, source, "cpu_op", lambda e: _ns(e["ts"])), dtype=np.int64)
+    end = start + np.array(_column(events, source, "cpu_op", lambda e: _ns(e["dur"])), dtype=np.int64)
+    codes: dict = {}
+    thread = _thread_codes(events, codes)
+    tid = np.array(_column(events, source, "cpu_op", lambda e: int(e["tid"])), dtype=np.int64)
+    order = np.lexsort((-end, start, thread))
+    start, end, thread, tid = start[order], end[order], thread[order], tid[order]
+    evs = [events[i] for i in order]
+    name = np.array([str(e.get("name", "")) for e in evs], dtype=object)
+    parent = _parents(start.tolist(), end.tolist(), thread.tolist())
+    bounds = np.flatnonzero(np.diff(thread)) + 1 if len(thread) else np.array([], dtype=np.int64)
+    lo = np.concatenate(([0], bounds)).astype(int) if len(thread) else np.array([], dtype=int)
+    hi = np.concatenate((bounds, [len(thread)])).astype(int) if len(thread) else np.array([], dtype=int)
+    first = {int(thread[a]): (int(a), int(b)) for a, b in zip(lo, hi)}
+    return _Ops(evs, name, start, end, thread, tid, parent, first, codes)
+
+
+def _parents(start: list, end: list, thread: list) -> np.ndarray:
+    """Parent of each op by time nesting: the nearest earlier op on the thread still open at its start."""
+    parent = np.full(len(start), -1, dtype=np.int64)
+    stack: list[int] = []
+    current = None
+    for i, (s, t) in enumerate(zip(start, thread)):
+        if t != current:
+            stack, current = [], t
+        # An op that ended at or before this start is a finished sibling subtree, not a parent.
+        while stack and end[stack[-1]] <= s:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
+
+
+def _enclosing_op(ops: _Ops, thread: int, t_ns: int) -> int:
+    """Innermost op on `thread` with start <= t < end, or -1."""
+    span = ops.first.get(thread)
+    if span is None:
+        return -1
+    lo, hi = span
+    # The last op starting at or before t is the enclosing op or a descendant of it.
+    i = lo + int(np.searchsorted(ops.start_ns[lo:hi], t_ns, side="right")) - 1
+    while i >= lo and ops.end_ns[i] <= t_ns:
+        i = int(ops.parent[i])
+    return i if i >= lo else -1
+
+
+def _shapes(ev: dict):
+    from analysis.flops import OpShapes  # lazy: records only need it when counting FLOPs
+
+    args = ev.get("args") or {}
+    return OpShapes(
+        name=str(ev.get("name", "")),
+        input_dims=_tuples(args.get("Input Dims", ())),
+        input_types=tuple(args.get("Input type", ())),
+        concrete_inputs=tuple(args.get("Concrete Inputs", ())),
+    )
+
+
+def _tuples(value):
+    """Nested JSON lists -> nested tuples (hashable, immutable); other values unchanged."""
+    if type(value) is not list:
+        return value
+    # Fast path for the usual shape lists of ints; TensorList inputs nest one level deeper.
+    return tuple(v if type(v) is not list else (tuple(v) if all(type(x) is int for x in v) else _tuples(v))
+                 for v in value)
+
+
+def _formula_roots(ops: _Ops, wanted: np.ndarray, flops_of) -> tuple[np.ndarray, dict]:
+    """For each op in `wanted`, its outermost ancestor-or-self with a formula (-1 if none).
+
+    Returns the per-op root index (for all ops; -1 where not computed or none) and {root: FLOPs}.
+    Parents precede children, so one forward pass sees each root before its descendants.
+    """
+    need = np.zeros(len(ops.name), dtype=bool)
+    for i in np.unique(wanted[wanted >= 0]).tolist():
+        while i >= 0 and not need[i]:  # mark the whole ancestor chain
+            need[i] = True
+            i = int(ops.parent[i])
+    root = np.full(len(ops.name), -1, dtype=np.int64)
+    flops: dict[int, float] = {}
+    for i in np.flatnonzero(need).tolist():
+        p = int(ops.parent[i])
+        if p >= 0 and root[p] >= 0:
+            root[i] = root[p]
+            continue
+        value = flops_of(_shapes(ops.events[i]))
+        if value is not None:
+            root[i] = i
+            flops[i] = float(value)
+    return root, flops
+
+
+def _split(total: dict, root: np.ndarray, weight_ns: np.ndarray) -> np.ndarray:
+    """Each root's FLOPs shared among the rows under it in proportion to `weight_ns`; NaN elsewhere."""
+    out = np.full(len(root), np.nan)
+    has = root >= 0
+    if not has.any():
+        return out
+    keys, inverse = np.unique(root[has], return_inverse=True)
+    w = weight_ns[has].astype(np.float64)
+    sums = np.bincount(inverse, weights=w, minlength=keys.size)
+    counts = np.bincount(inverse, minlength=keys.size)
+    value = np.array([total[int(k)] for k in keys])
+    # All-zero weights (zero-length rows) share equally rather than dividing by zero.
+    share = np.where(sums[inverse] > 0, w / np.where(sums[inverse] > 0, sums[inverse], 1), 1.0 / counts[inverse])
+    out[has] = value[inverse] * share
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps and window
+
+
+def _host_steps(raw: _Raw, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(number, start_ns, host_end_ns) of the ProfilerStep spans, sorted by start."""
+    number = np.array([int(_STEP.match(str(e["name"])).group(1)) for e in raw.steps], dtype=np.int64)
+    start = np.array(_column(raw.steps, source, "ProfilerStep", lambda e: _ns(e["ts"])), dtype=np.int64)
+    end = start + np.array(_column(raw.steps, source, "ProfilerStep", lambda e: _ns(e["dur"])), dtype=np.int64)
+    order = np.argsort(start, kind="stable")
+    return number[order], start[order], end[order]
+
+
+def _step_of(t_ns: np.ndarray, steps: tuple) -> np.ndarray:
+    """Index into `steps` of the host span containing each time, -1 outside every span."""
+    number, start, end = steps
+    i = np.searchsorted(start, t_ns, side="right") - 1
+    ok = (i >= 0) & (t_ns < end[np.maximum(i, 0)]) if len(start) else np.zeros(len(t_ns), dtype=bool)
+    return np.where(ok, i, -1)
+
+
+def _window(raw: _Raw, spans: tuple[StepSpan, ...], source: str) -> tuple[int, int, tuple[str, ...]]:
+    if spans:
+        return spans[0].start_ns, max(s.end_ns for s in spans), ()
+    lo, hi = None, None
+    for ev in raw.events:
+        ph = ev.get("ph")
+        # The profiler's own session span and global instants ("Record Window End") are not activity.
+        if ph not in ("X", "i") or ev.get("cat") == "Trace" or ev.get("s") == "g" or "ts" not in ev:
+            continue
+        s = _ns(ev["ts"])
+        e = s + (_ns(ev["dur"]) if ph == "X" and "dur" in ev else 0)
+        lo = s if lo is None or s < lo else lo
+        hi = e if hi is None or e > hi else hi
+    return lo, hi, ("no ProfilerStep spans: the whole trace is the window",)
+
+
+def _spans(steps: tuple, device_end_ns: np.ndarray, device_step: np.ndarray) -> tuple[StepSpan, ...]:
+    """StepSpans; a step ends at the later of its host end and its last launched kernel's end."""
+    number, start, end = steps
+    last = end.copy()
+    has = device_step >= 0
+    np.maximum.at(last, device_step[has], device_end_ns[has])
+    return tuple(StepSpan(int(n), int(s), int(h), int(e)) for n, s, h, e in zip(number, start, end, last))
+
+
+def _memory(raw: _Raw, source: str) -> MemoryEvents | None:
+    if not raw.memory:
+        return None
+    col = lambda get: _column(raw.memory, source, "[memory]", get)  # noqa: E731
+    ts = np.array(col(lambda e: _ns(e["ts"])), dtype=np.int64)
+    order = np.argsort(ts, kind="stable")
+    return MemoryEvents(
+        ts_ns=ts[order],
+        addr=np.array(col(lambda e: int(e["args"]["Addr"])), dtype=np.uint64)[order],
+        bytes=np.array(col(lambda e: int(e["args"]["Bytes"])), dtype=np.int64)[order],
+        total_allocated=np.array(col(lambda e: int(e["args"]["Total Allocated"])), dtype=np.int64)[order],
+        device=np.array(col(lambda e: int(e["args"].get("Device Id", -1))), dtype=np.int64)[order],
+    )
+
+
+def _in_window(start_ns: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    return (start_ns >= lo) & (start_ns <= hi)
+
+
+def _op_table(ops: _Ops, keep: np.ndarray) -> OpTable:
+    return OpTable(name=ops.name[keep], start_ns=ops.start_ns[keep], end_ns=ops.end_ns[keep], tid=ops.tid[keep])
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU and CPU records
+
+
+def _gpu_records(raw: _Raw, ops: _Ops, source: str, flops_of, precision_of) -> TraceRecords:
+    k = raw.kernels
+    col = lambda what, get: _column(k, source, "kernel", get)  # noqa: E731
+    name = np.array(col("name", lambda e: str(e["name"])), dtype=object)
+    start = np.array(col("ts", lambda e: _ns(e["ts"])), dtype=np.int64)
+    dur = np.array(col("dur", lambda e: _ns(e["dur"])), dtype=np.int64)
+    device = np.array(col("device", lambda e: int(e["args"].get("device", e.get("pid")))), dtype=np.int64)
+    stream = np.array(col("stream", lambda e: int(e["args"].get("stream", e.get("tid")))), dtype=np.int64)
+    launch_ts, launch_op = _launches(raw, ops, k, source)
+    steps = _host_steps(raw, source)
+    step_idx = _step_of(launch_ts, steps)
+    step_idx[launch_ts < 0] = -1
+    spans = _spans(steps, start + dur, step_idx)
+    lo, hi, notes = _window(raw, spans, source)
+    root, total = _formula_roots(ops, launch_op, flops_of)
+    kroot = np.where(launch_op >= 0, root[np.maximum(launch_op, 0)], -1)
+    flops = _split(total, kroot, dur)
+    op_name = np.array([ops.name[r] if r >= 0 else (ops.name[o] if o >= 0 else "")
+                        for r, o in zip(kroot.tolist(), launch_op.tolist())], dtype=object)
+    source_col = np.where(np.isfinite(flops), ANALYTIC, "").astype(object)
+    precision = _kernel_precision(ops, kroot, name, precision_of)
+    number = np.array([s.number for s in spans] + [-1], dtype=np.int64)
+    table = KernelTable(name, start, dur, device, stream, op_name, flops, source_col, precision, number[step_idx])
+    keep = _in_window(start, lo, hi)
+    order = np.flatnonzero(keep)[np.argsort(start[keep], kind="stable")]
+    rows = table.select(order)
+    notes += _gpu_notes(raw, launch_ts, keep)
+    return TraceRecords(source, "cuda", rows, rows.start_ns, rows.start_ns + rows.dur_ns, spans, lo, hi,
+                        _op_table(ops, _in_window(ops.start_ns, lo, hi)), _memory(raw, source), notes)
+
+
+def _launches(raw: _Raw, ops: _Ops, kernels: list, source: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per kernel: start of its launching runtime call (-1 if none) and its launching op (-1 if none)."""
+    call: dict = {}
+    for ev in raw.launches:
+        corr = (ev.get("args") or {}).get("correlation")
+        # The first call wins: a runtime call and the driver call inside it may share an id.
+        if corr is not None and corr not in call:
+            call[corr] = (ev, ops.codes.get((ev.get("pid"), ev.get("tid")), -1))
+    ts = np.full(len(kernels), -1, dtype=np.int64)
+    op = np.full(len(kernels), -1, dtype=np.int64)
+    for i, ev in enumerate(kernels):
+        found = call.get((ev.get("args") or {}).get("correlation"))
+        if found is not None:
+            ts[i] = _column(found[:1], source, "runtime", lambda e: _ns(e["ts"]))[0]
+            op[i] = _enclosing_op(ops, found[1], int(ts[i]))
+    return ts, op
+
+
+def _kernel_precision(ops: _Ops, kroot: np.ndarray, name: np.ndarray, precision_of) -> np.ndarray:
+    by_root = {r: precision_of(tuple((ops.events[r].get("args") or {}).get("Input type", ())))
+               for r in np.unique(kroot[kroot >= 0]).tolist()}
+    out = []
+    for r, n in zip(kroot.tolist(), name):
+        p = by_root.get(r, "")
+        # cuBLAS/cuDNN run fp32 GEMMs on tensor cores as TF32 when allowed; the kernel name says so.
+        out.append("tf32" if p == "fp32" and "tf32" in n.lower() else p)
+    return np.array(out, dtype=object)
+
+
+def _gpu_notes(raw: _Raw, launch_ts: np.ndarray, keep: np.ndarray) -> tuple[str, ...]:
+    notes = []
+    if raw.copies:
+        notes.append(f"{raw.copies} memcpy/memset events not counted as kernels or busy time")
+    orphans = int(((launch_ts < 0) & keep).sum())
+    if orphans:
+        notes.append(f"{orphans} kernels have no launching runtime call in the trace (no op, no step)")
+    outside = int((~keep).sum())
+    if outside:
+        notes.append(f"{outside} kernels start outside the window and are left out")
+    return tuple(notes)
+
+
+def _cpu_records(raw: _Raw, ops: _Ops, source: str, flops_of, precision_of) -> TraceRecords:
+    n = len(ops.name)
+    dur = ops.end_ns - ops.start_ns
+    child = ops.parent >= 0
+    # A child's time counts against its parent only up to the parent's end (clock quirks).
+    inside = np.minimum(ops.end_ns[child], ops.end_ns[ops.parent[child]]) - ops.start_ns[child]
+    self_ns = dur - np.bincount(ops.parent[child], weights=inside, minlength=n).astype(np.int64)
+    steps = _host_steps(raw, source)
+    spans = _spans(steps, np.array([], dtype=np.int64), np.array([], dtype=np.int64))
+    lo, hi, notes = _window(raw, spans, source)
+    root, total = _formula_roots(ops, np.arange(n), flops_of)
+    flops = _split(total, root, self_ns)
+    op_name = np.where(root >= 0, ops.name[np.maximum(root, 0)], ops.name).astype(object)
+    by_root = {r: precision_of(tuple((ops.events[r].get("args") or {}).get("Input type", ())))
+               for r in total}
+    precision = np.array([by_root.get(r, "") for r in root.tolist()], dtype=object)
+    number = np.array([s.number for s in spans] + [-1], dtype=np.int64)
+    table = KernelTable(ops.name, ops.start_ns, self_ns, np.full(n, -1, dtype=np.int64), ops.tid, op_name,
+                        flops, np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision,
+                        number[_step_of(ops.start_ns, steps)])
+    keep = _in_window(ops.start_ns, lo, hi)
+    order = np.flatnonzero(keep)[np.argsort(ops.start_ns[keep], kind="stable")]
+    roots = keep & ~child
+    return TraceRecords(source, "cpu", table.select(order), ops.start_ns[roots], ops.end_ns[roots], spans, lo, hi,
+                        _op_table(ops, keep), _memory(raw, source), notes)

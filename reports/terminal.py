@@ -1,0 +1,226 @@
+"""The terminal report: a finished `Profile` as text, a kernel engineer's first screen.
+
+Sections, top to bottom: header (run, device, status; a PARTIAL run gets a loud banner), the
+iterations line (warm-up, stability, windows), the metrics table, memory, top kernels, the
+paper's Table V, notes. Every figure comes from the Profile as analysis computed it; this
+module only chooses units and layout (STYLE.md, "Renderers format, never compute"). A null
+figure prints as "n/a — <reason>".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import RenderableType
+from rich.text import Text
+
+from reports.kernels_table import (NA, console_text, fmt_pct, fmt_seconds, fmt_window, kernel_noun,
+                                   low_util_table, new_console, plain_table, render_kernels,
+                                   top_kernels_table)
+from tbd.errors import UsageError
+from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Memory, Profile, Value
+
+LOUD = "bold white on red"
+_BYTE_UNITS = ((1 << 30, "GiB", 2), (1 << 20, "MiB", 1), (1 << 10, "KiB", 1))
+_FLOP_UNITS = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"))
+
+
+def fmt_bytes(value: int | None) -> str:
+    """Bytes in binary units (GiB, MiB, KiB, B)."""
+    if value is None:
+        return NA
+    for size, unit, digits in _BYTE_UNITS:
+        if abs(value) >= size:
+            return f"{value / size:.{digits}f} {unit}"
+    return f"{value} B"
+
+
+def fmt_flops(value: float | None, suffix: str = "FLOP/s") -> str:
+    """A FLOP count or rate with a decimal prefix, e.g. "66.9 TFLOP/s"."""
+    if value is None:
+        return NA
+    for size, prefix in _FLOP_UNITS:
+        if abs(value) >= size:
+            return f"{value / size:.1f} {prefix}{suffix}"
+    return f"{value:.0f} {suffix}"
+
+
+def _fmt_rate(value: float) -> str:
+    # At least three significant digits: 5.43 images/s, 1,843.2 sentences/s.
+    return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.1f}"
+
+
+def _na(reason: str | None) -> str:
+    return f"{NA} — {reason}" if reason else NA
+
+
+def _header(profile: Profile) -> list[RenderableType]:
+    spec, env = profile.spec, profile.environment
+    gpu = env.get("gpu") or {}
+    cpu = env.get("cpu") or {}
+    batch = spec.get("batch")
+    line = Text("tbd profile · ", style="bold")
+    line.append(" · ".join([f"{spec.get('model', NA)} ({spec.get('framework', NA)})",
+                            f"batch {batch if batch is not None else NA}", str(spec.get("precision", NA))]))
+    line.append(" · ")
+    device = Text(f"device: {spec.get('device', NA)} — {gpu.get('name') or cpu.get('model') or NA}")
+    if profile.status != PARTIAL:
+        line.append(profile.status)
+        return [line, device]
+    line.append("PARTIAL", style=LOUD)
+    # DESIGN.md: a partial profile "says why in notes". tbd/collect.py puts it first as "partial: <why>";
+    # other writers may not prefix it, so the first note stands in for the reason then.
+    why = [n[len("partial:"):].strip() for n in profile.notes if n.lower().startswith("partial:")]
+    reason = (why or profile.notes or ["no reason recorded"])[0]
+    banner = Text(f"!! PARTIAL RUN: {reason}. Figures cover only what was gathered before it stopped. !!",
+                  style=LOUD)
+    return [line, banner, device]
+
+
+def _iterations(profile: Profile) -> list[RenderableType]:
+    it = profile.iterations
+    if it is None:
+        return [Text("iterations: n/a — no iteration was recorded")]
+    # warmup_detected is False both for a user-given warm-up and for a detector that ran out of budget;
+    # `stable` tells the two apart.
+    how = "detected" if it.warmup_detected else ("given" if it.stable else "not detected")
+    line = Text(f"warm-up: {it.warmup} iterations in {it.warmup_s:.2f} s ({how}) · stable: ")
+    line.append("yes" if it.stable else "NO", style="" if it.stable else LOUD)
+    windows = Text(f"windows: timing iterations {fmt_window(it.timing_window)}"
+                   f" · trace iterations {fmt_window(it.trace_window)}")
+    if it.stable:
+        return [line, windows]
+    return [line, Text("!! NOT STABLE: iteration times never settled during warm-up; every figure is flagged !!",
+                       style=LOUD), windows]
+
+
+def _peak_detail(flop: FlopUtil) -> str:
+    if flop.peak_source == "measured_gemm":
+        used = "GEMM ceiling"  # the measured one: DESIGN.md, peak FLOP/s
+        hw = fmt_flops(flop.hardware_peak_flops) if flop.hardware_peak_flops is not None \
+            else _na(flop.hardware_peak_reason)
+        return f"{used}; hardware model {hw}"
+    ceiling = fmt_flops(flop.measured_ceiling_flops)
+    return f"hardware model; GEMM ceiling {ceiling}"
+
+
+def _metrics(profile: Profile) -> list[RenderableType]:
+    m = profile.metrics
+    noun = kernel_noun(profile)
+    table = plain_table()
+    table.add_column("Metric")
+    table.add_column("Value", justify="right", no_wrap=True)
+    table.add_column("Detail")
+    tp = m.throughput
+    also = ", ".join(f"{_fmt_rate(v)} {unit}" for unit, v in tp.also.items())
+    table.add_row("Throughput", f"{_fmt_rate(tp.value)} {tp.unit}" if tp.value is not None else NA,
+                  _na(tp.reason) if tp.value is None else (f"also {also}" if also else "timing window"))
+    rows: list[tuple[str, Value, str]] = [
+        ("GPU busy", m.gpu_busy_pct, "kernel-interval union / wall time"),
+        ("NVML utilization.gpu", m.gpu_busy_nvml_pct, "driver samples, timing window"),
+    ]
+    for label, value, detail in rows:
+        table.add_row(label, *_value_cells(value, detail))
+    flop = m.flop_util_pct
+    if flop.value is not None:
+        detail = f"{flop.source}: {fmt_flops(flop.flops, 'FLOP')} in {fmt_seconds(flop.busy_s)} busy"
+        table.add_row("FLOP utilization", f"{fmt_pct(flop.value)} %", detail)
+    else:
+        table.add_row("FLOP utilization", NA, _na(flop.reason))
+    peak = fmt_flops(flop.peak_flops) if flop.peak_flops is not None else NA
+    table.add_row("Peak FLOP/s used", peak, _peak_detail(flop) if flop.peak_flops is not None
+                  else _na(flop.hardware_peak_reason))
+    if flop.unattributed_busy_pct is not None:
+        table.add_row("No FLOP formula", f"{fmt_pct(flop.unattributed_busy_pct)} %",
+                      f"busy time in {noun} with no FLOP formula")
+    else:
+        table.add_row("No FLOP formula", NA, _na(flop.reason))
+    table.add_row("CPU utilization", *_value_cells(m.cpu_util_pct, "all cores, timing window"))
+    return [Text("Metrics", style="bold"), table]
+
+
+def _value_cells(value: Value, detail: str) -> tuple[str, str]:
+    if value.value is None:
+        return NA, _na(value.reason)
+    return f"{fmt_pct(value.value)} %", detail
+
+
+def _memory(mem: Memory) -> list[RenderableType]:
+    names = [*MEMORY_CATEGORIES, "unattributed"]
+    # box.SIMPLE draws a rule above the footer: the total sits under the parts that add up to it.
+    table = plain_table(box=box.SIMPLE, show_footer=True)
+    table.add_column("Category", footer="allocator peak")
+    table.add_column("Own peak", justify="right", footer=fmt_bytes(mem.allocator_peak))
+    table.add_column("At allocator peak", justify="right", footer=fmt_bytes(mem.allocator_peak))
+    for name in names:
+        own_cell = "—" if name == "unattributed" else fmt_bytes(getattr(mem, name))
+        table.add_row(name.replace("_", " "), own_cell, fmt_bytes(mem.at_peak.get(name)))
+    title = Text("Memory", style="bold")
+    title.append(": each category's own peak, and the split at the allocator's peak")
+    out: list[RenderableType] = [title, table]
+    for name, reason in mem.reasons.items():
+        # A reason may also qualify a figure that exists (e.g. at_peak); "n/a" only where it is null.
+        null = name in names and getattr(mem, name, None) is None
+        out.append(Text(f"  {name.replace('_', ' ')}: {_na(reason) if null else reason}"))
+    return out + _torch_memory(mem.cross_check)
+
+
+def _torch_memory(cross: dict[str, Any] | None) -> list[RenderableType]:
+    """PyTorch's own memory-profiler categories beside ours (profilers/pytorch_memory.py's shape).
+
+    Shown in torch's categories with the one of ours each maps to: several map to "dynamic", and
+    adding their own peaks would not give a peak, so no number is merged here.
+    """
+    if not cross:
+        return []
+    peaks = cross.get("peak_bytes")
+    if not isinstance(peaks, dict):
+        reason = cross.get("reason")
+        return [Text(f"  PyTorch cross-check: {_na(reason if isinstance(reason, str) else None)}")]
+    at_peak = cross.get("at_peak") or {}
+    maps_to = cross.get("maps_to") or {}
+    table = plain_table(box=box.SIMPLE, show_footer=True)
+    table.add_column("PyTorch category", footer="total at torch's peak")
+    table.add_column("Ours")
+    table.add_column("Own peak", justify="right")
+    table.add_column("At torch's peak", justify="right", footer=fmt_bytes(cross.get("total_peak_bytes")))
+    for name, peak in peaks.items():
+        ours = str(maps_to.get(name, "—")).replace("_", " ")
+        table.add_row(name, ours, fmt_bytes(peak), fmt_bytes(at_peak.get(name)))
+    title = Text(f"PyTorch memory profiler cross-check (device {cross.get('device', NA)}, torch's categories)",
+                 style="bold")
+    return [None, title, table]
+
+
+def _notes(profile: Profile) -> list[RenderableType]:
+    if not profile.notes:
+        return []
+    return [Text("Notes", style="bold"), *(Text(f"  - {note}") for note in profile.notes)]
+
+
+def render_profile(profile: Profile, *, width: int = 100, color: bool | None = False, top: int = 10) -> str:
+    """The whole terminal report for `profile`, as text.
+
+    Args: width, in terminal cells (long kernel names are shortened in the middle to fit);
+    color, ANSI styling: True, False (deterministic plain text) or None (if stdout is a terminal);
+    top, rows in each kernel table.
+    Returns the rendered text, ending in a newline.
+    """
+    if top < 1:
+        raise UsageError(f"--top must be at least 1, got {top}")
+    console = new_console(width, color)
+    parts: list[RenderableType | None] = [
+        *_header(profile), *_iterations(profile), None,
+        *_metrics(profile), None,
+        *_memory(profile.metrics.memory_bytes), None,
+        *top_kernels_table(console, profile, top), None,
+        *low_util_table(console, profile, top),
+    ]
+    notes = _notes(profile)
+    if notes:
+        parts += [None, *notes]
+    return console_text(console, parts)
+
+
+__all__ = ["render_profile", "render_kernels", "fmt_bytes", "fmt_flops"]  # render_kernels: the CLI imports it here

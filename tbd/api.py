@@ -1,0 +1,103 @@
+"""Public Python API: profile a user's own PyTorch training step with the same hook as the suite.
+
+    import tbd
+    profile = tbd.profile_step(train_step, samples_per_step=64, model=model, optimizer=opt,
+                               out="runs/mine")
+    print(profile.metrics.throughput.value)
+
+The step runs in this process (a closure cannot move to a child), through the same stages, raw
+records and analysis as `tbd profile`, so the Profile (and run directory) has the same shape.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from tbd import rundir
+from tbd.profile import PARTIAL, Profile
+from tbd.records import RunSpec
+
+
+def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any = None, optimizer: Any = None,
+                 inputs: Callable[[], list[Any]] | None = None, name: str = "user-step",
+                 throughput_unit: str = "samples/s", units_per_step: dict[str, float] | None = None,
+                 device: str = "auto", warmup: int | None = None, iterations: int = 20,
+                 trace_iterations: int = 3, max_seconds: float = 600.0,
+                 out: str | os.PathLike | None = None, progress: bool = False) -> Profile:
+    """Profile `step` (one full training iteration: forward, backward, optimizer update).
+
+    Args:
+        step: callable running one training iteration on its own data.
+        samples_per_step: samples one call processes (the batch size), for throughput.
+        model, optimizer: the nn.Module and optimizer, for weights/gradients/optimizer-state
+            memory (null with a reason when omitted).
+        inputs: returns the input tensors the step uses (counted as dynamic memory).
+        device: where `step` runs ("auto", "cpu", "cuda", "cuda:N"); tbd only synchronises it.
+        warmup: fixed warm-up iterations; None detects the end of warm-up.
+        iterations, trace_iterations: timing- and trace-window lengths.
+        out: run directory to write (profile.json, iterations.json, trace.json.gz); None keeps
+            nothing on disk.
+        progress: show progress bars on stderr.
+    Returns:
+        The Profile; `status` is "partial" if the loop was interrupted (KeyboardInterrupt is
+        re-raised after the partial profile is written).
+    """
+    import torch
+
+    from models.base import Workload
+    from profilers import host, pytorch
+    from tbd.collect import profile_from_run_dir
+    from tbd.sampling import LoopState
+
+    spec = RunSpec(model=name, framework="pytorch", batch=samples_per_step, device=device, warmup=warmup,
+                   iterations=iterations, trace_iterations=trace_iterations, max_seconds=max_seconds)
+    run_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="tbd-api-"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        dev = pytorch.resolve_device(torch, device)
+        rundir.atomic_write_json(run_dir / rundir.SPEC, spec.to_dict())
+        rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT,
+                                 host.environment(pytorch.framework_versions(torch), torch=torch, device=dev))
+        workload = Workload(name=name, step=step, samples_per_step=samples_per_step,
+                            throughput_unit=throughput_unit, units_per_step=dict(units_per_step or {}),
+                            model=model, optimizer=optimizer, inputs=inputs)
+        state = LoopState()
+        sink, ctx = _progress(progress)
+        try:
+            with ctx:
+                pytorch.run_workload(torch, workload, spec, run_dir, dev, state, sink)
+        except KeyboardInterrupt:
+            _keep_partial(run_dir, state, "interrupted by the user")
+            raise
+        rundir.atomic_write_json(run_dir / rundir.STATUS, {"state": "complete", "stage": state.stage, "message": ""})
+        profile = profile_from_run_dir(run_dir)
+        if out is not None:
+            rundir.atomic_write_json(run_dir / rundir.PROFILE, profile.to_dict())
+        return profile
+    finally:
+        if out is None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _keep_partial(run_dir: Path, state: Any, why: str) -> None:
+    from tbd.collect import profile_from_run_dir
+
+    rundir.atomic_write_json(run_dir / rundir.ITERATIONS,
+                             {**rundir.iteration_log_to_json(state.iteration_log()), "notes": state.notes})
+    rundir.atomic_write_json(run_dir / rundir.STATUS, {"state": "interrupted", "stage": state.stage, "message": why})
+    rundir.atomic_write_json(run_dir / rundir.PROFILE, profile_from_run_dir(run_dir, status=PARTIAL).to_dict())
+
+
+def _progress(enabled: bool):
+    import contextlib
+
+    if not enabled:
+        return (lambda event: None), contextlib.nullcontext()
+    from reports.progress import StageProgress
+
+    bars = StageProgress()
+    return bars, bars

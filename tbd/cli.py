@@ -1,0 +1,50 @@
+"""The `tbd` command: argument parsing and error handling only; each subcommand is a module."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from tbd import __version__
+from tbd.commands import analyze, kernels, profile, report
+from tbd.errors import TbdError
+
+COMMANDS = {
+    "profile": (profile, "run a suite workload and report throughput, utilization, memory and kernels"),
+    "kernels": (kernels, "rank long kernels with below-average FLOP utilization (the paper's Table V)"),
+    "analyze": (analyze, "analyse a PyTorch/Kineto trace that another tool recorded"),
+    "report": (report, "render a saved profile.json again"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tbd", description="Profile deep-learning training (the TBD suite).")
+    parser.add_argument("--version", action="version", version=f"tbd {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(handler=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: returns the exit code (0 ok, 2 usage, 3 OOM, 4 crash, 130 interrupted)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except TbdError as exc:
+        if args.debug:
+            traceback.print_exc()
+        sys.stderr.write(f"tbd: error: {exc.one_line()}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("tbd: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""`tbd profile MODEL`: run a suite workload and report every metric of the contract."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from reports.progress import StageProgress
+from reports.terminal import render_profile
+from tbd import registry, rundir
+from tbd.commands.common import stderr_console, terminal_width, write
+from tbd.errors import UsageError
+from tbd.orchestrate import profile_run
+from tbd.records import RunSpec
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help=f"workload: {', '.join(sorted(registry.MODELS))}")
+    p.add_argument("--framework", default="pytorch", help=f"one of {', '.join(registry.FRAMEWORKS)} (default pytorch)")
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's own default)")
+    p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N")
+    p.add_argument("--size", choices=("full", "test"), default="full",
+                   help="full: the paper's architecture; test: a tiny one for quick checks")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="warm-up iterations (default: detect the end of warm-up automatically)")
+    p.add_argument("--iterations", type=int, default=20, help="iterations in the timing window (default 20)")
+    p.add_argument("--trace-iterations", type=int, default=3, help="iterations in the trace window (default 3)")
+    p.add_argument("--max-seconds", type=float, default=600.0,
+                   help="time budget for warm-up plus timing window (default 600)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for the framework (default: its own)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None,
+                   help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>-<time>)")
+    p.add_argument("--top", type=int, default=10, help="kernels shown in the report (default 10)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    registry.check_framework(args.framework)
+    registry.builder_module(args.model, args.framework)  # unknown model/pair -> UsageError now
+    for name in ("batch", "iterations"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name} must be at least 1, got {value}")
+    if args.trace_iterations < 0 or (args.warmup is not None and args.warmup < 0):
+        raise UsageError("--trace-iterations and --warmup cannot be negative")
+    batch = args.batch if args.batch is not None else registry.model_info(args.model).default_batch
+    return RunSpec(model=args.model, framework=args.framework, batch=batch, device=args.device, size=args.size,
+                   warmup=args.warmup, iterations=args.iterations, trace_iterations=args.trace_iterations,
+                   max_seconds=args.max_seconds, seed=args.seed, threads=args.threads)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args)
+    run_dir = args.out or rundir.default_run_dir(spec)
+    with StageProgress(stderr_console(), enabled=not args.quiet) as progress:
+        profile = profile_run(spec, Path(run_dir), progress)
+    write(render_profile(profile, width=terminal_width(), color=None, top=args.top))
+    write(f"run directory: {run_dir}  (profile.json, iterations.json, trace.json.gz)")
+    return 0

@@ -1,0 +1,143 @@
+"""The run directory: its layout, atomic writes, and validated reads of the raw records.
+
+Every file is written to a temporary name in the same directory and renamed into place, so a
+crash, an OOM kill or Ctrl-C never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tbd.errors import ResultFormatError
+from tbd.records import CpuSample, IterationLog, NvmlSample, RunSpec
+
+SPEC = "spec.json"
+PROFILE = "profile.json"
+ITERATIONS = "iterations.json"  # the per-iteration log
+TRACE = "trace.json.gz"  # the trace window, Chrome/Perfetto trace format (Kineto's export)
+LOG = "workload.log"  # the child's stderr
+RAW = "raw"
+CPU = "raw/cpu.json"
+NVML = "raw/nvml.json"
+ENVIRONMENT = "raw/environment.json"
+WORKLOAD = "raw/workload.json"
+MEMORY = "raw/memory.json"
+MEMORY_CROSS_CHECK = "raw/memory_cross_check.json"
+GEMM = "raw/gemm.json"
+STATUS = "raw/status.json"
+
+
+def default_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
+    """runs/<model>-<framework>-<device>-b<batch>-<YYYYmmdd-HHMMSS>: sortable and self-describing."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    batch = "default" if spec.batch is None else str(spec.batch)
+    device = spec.device.replace(":", "")
+    return Path(root) / f"{spec.model}-{spec.framework}-{device}-b{batch}-{stamp}"
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename (never half-written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with _suppress_oserror():
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    """JSON-encode `obj` (NaN forbidden) and write it atomically."""
+    atomic_write_bytes(path, (json.dumps(obj, indent=1, allow_nan=False) + "\n").encode())
+
+
+class _suppress_oserror:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        return exc_type is not None and issubclass(exc_type, OSError)
+
+
+def read_json(path: str | os.PathLike, what: str) -> Any:
+    """Load a JSON file; ResultFormatError naming the file and `what` it should be otherwise."""
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        raise ResultFormatError(f"{path}: not found ({what})") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ResultFormatError(f"{path}: not valid JSON ({what}): {exc}") from None
+
+
+def read_optional(run_dir: Path, name: str, what: str) -> Any | None:
+    path = run_dir / name
+    return read_json(path, what) if path.exists() else None
+
+
+# --- record <-> JSON -------------------------------------------------------------------------
+
+def iteration_log_to_json(log: IterationLog) -> dict:
+    return {
+        "times_ns": [int(t) for t in log.times_ns],
+        "warmup": log.warmup,
+        "warmup_detected": log.warmup_detected,
+        "stable": log.stable,
+        "timing_window": list(log.timing_window) if log.timing_window else None,
+        "trace_window": list(log.trace_window) if log.trace_window else None,
+        "timing_window_ns": log.timing_window_ns,
+    }
+
+
+def iteration_log_from_json(data: Any, where: str) -> IterationLog:
+    try:
+        return IterationLog(
+            times_ns=np.asarray(data["times_ns"], dtype=np.int64),
+            warmup=int(data["warmup"]),
+            warmup_detected=bool(data["warmup_detected"]),
+            stable=bool(data["stable"]),
+            timing_window=tuple(data["timing_window"]) if data["timing_window"] else None,
+            trace_window=tuple(data["trace_window"]) if data["trace_window"] else None,
+            timing_window_ns=None if data["timing_window_ns"] is None else int(data["timing_window_ns"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ResultFormatError(f"{where}: malformed iteration log ({exc})") from None
+
+
+def cpu_sample_to_json(sample: CpuSample) -> dict:
+    return {"busy_s": [float(x) for x in sample.busy_s], "total_s": [float(x) for x in sample.total_s],
+            "wall_ns": int(sample.wall_ns), "cores": int(sample.cores)}
+
+
+def cpu_sample_from_json(data: Any, where: str) -> CpuSample:
+    try:
+        return CpuSample(busy_s=np.asarray(data["busy_s"], dtype=np.float64),
+                         total_s=np.asarray(data["total_s"], dtype=np.float64),
+                         wall_ns=int(data["wall_ns"]), cores=int(data["cores"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ResultFormatError(f"{where}: malformed CPU sample ({exc})") from None
+
+
+def nvml_sample_to_json(sample: NvmlSample) -> dict:
+    return {"utilization_pct": [float(x) for x in sample.utilization_pct], "device_index": sample.device_index}
+
+
+def nvml_sample_from_json(data: Any, where: str) -> NvmlSample:
+    try:
+        return NvmlSample(utilization_pct=np.asarray(data["utilization_pct"], dtype=np.float64),
+                          device_index=int(data["device_index"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ResultFormatError(f"{where}: malformed NVML sample ({exc})") from None

@@ -1,0 +1,93 @@
+"""The runner child: `python -m tbd.runner RUN_DIR` runs one workload and writes raw records.
+
+Why a child process (DESIGN.md): each framework pins its own native stack, memory is accounted
+from a clean allocator, `nsys`/`ncu`/`torchrun` wrap a process, and an OOM or crash in the
+workload is reported by the parent with everything gathered so far.
+
+Protocol with the parent: RUN_DIR/spec.json in; raw records out (tbd/rundir.py); progress as JSON
+lines on stdout; the outcome in raw/status.json; exit code 0 complete, 130 interrupted, 3 out of
+memory, 2 usage error, 1 crash (traceback on stderr, which the parent keeps in workload.log).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+from tbd import rundir
+from tbd.errors import TbdError
+from tbd.records import RunSpec
+from tbd.sampling import LoopState
+
+EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_OOM, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def _progress(event: dict) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def _status(run_dir: Path, state: str, stage: str, message: str = "") -> None:
+    rundir.atomic_write_json(run_dir / rundir.STATUS, {"state": state, "stage": stage, "message": message})
+
+
+def run(run_dir: Path) -> int:
+    """Run the spec in `run_dir`; returns the exit code."""
+    spec = RunSpec.from_dict(rundir.read_json(run_dir / rundir.SPEC, "run spec"))
+    state = LoopState()
+    try:
+        import torch
+
+        from profilers import host, pytorch
+        from tbd.registry import load_builder
+
+        pytorch.setup_torch(torch, spec)
+        device = pytorch.resolve_device(torch, spec.device)
+        rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT,
+                                 host.environment(pytorch.framework_versions(torch), torch=torch, device=device))
+        _progress({"stage": "build", "done": 0, "total": 1})
+        workload = load_builder(spec.model, spec.framework)(
+            batch=spec.batch, device=device, size=spec.size, seed=spec.seed)
+        _progress({"stage": "build", "done": 1, "total": 1})
+        pytorch.run_workload(torch, workload, spec, run_dir, device, state, _progress)
+    except KeyboardInterrupt:
+        _save_partial(run_dir, state, "interrupted", f"interrupted by the user during {state.stage}")
+        return EXIT_INTERRUPTED
+    except TbdError as exc:
+        _save_partial(run_dir, state, "usage", exc.one_line())
+        return EXIT_USAGE
+    except BaseException as exc:  # noqa: BLE001 - the parent reports every failure; keep what ran
+        from profilers.pytorch import is_out_of_memory
+
+        if is_out_of_memory(exc):
+            _save_partial(run_dir, state, "oom", f"out of memory during {state.stage}: {str(exc).splitlines()[0]}")
+            return EXIT_OOM
+        traceback.print_exc()
+        _save_partial(run_dir, state, "crash", f"{type(exc).__name__} during {state.stage}: {exc}")
+        return EXIT_CRASH
+    _status(run_dir, "complete", state.stage)
+    return EXIT_OK
+
+
+def _save_partial(run_dir: Path, state: LoopState, kind: str, message: str) -> None:
+    if state.times_ns:
+        rundir.atomic_write_json(run_dir / rundir.ITERATIONS,
+                                 {**rundir.iteration_log_to_json(state.iteration_log()), "notes": state.notes})
+    _status(run_dir, kind, state.stage, message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m tbd.runner RUN_DIR\n")
+        return EXIT_USAGE
+    # The parent forwards Ctrl-C as SIGINT; make sure it becomes KeyboardInterrupt here too.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return run(Path(argv[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

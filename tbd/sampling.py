@@ -1,0 +1,167 @@
+"""The framework-neutral iteration loop: warm-up until stable, timing window, trace window.
+
+A framework hook (profilers/<fw>.py) supplies the step, a device synchronisation, a range marker
+(NVTX) and a tracer context; this module decides how many iterations run in each stage and
+records every iteration's wall time. Everything gathered lives in a `LoopState`, so a Ctrl-C or a
+crash mid-stage leaves the iterations measured so far for a partial profile.
+
+Clock: an injected integer-ns clock (time.perf_counter_ns by default), so tests are deterministic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager
+
+import numpy as np
+
+from analysis.stability import StabilityRule, warmup_end
+from tbd.records import IterationLog, RunSpec
+
+ProgressFn = Callable[[dict], None]
+
+
+def _no_progress(event: dict) -> None:
+    return None
+
+
+@dataclass
+class LoopHooks:
+    """What a framework hook gives the loop."""
+
+    step: Callable[[], Any]
+    synchronize: Callable[[], None] = lambda: None
+    mark: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext()
+    clock: Callable[[], int] = time.perf_counter_ns
+
+
+@dataclass
+class LoopState:
+    """Iterations measured so far and where each stage began and ended (inclusive indices)."""
+
+    times_ns: list[int] = field(default_factory=list)
+    stage: str = "warmup"
+    warmup: int | None = None
+    warmup_detected: bool = True
+    stable: bool = False
+    timing_window: tuple[int, int] | None = None
+    timing_window_ns: int | None = None
+    trace_window: tuple[int, int] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def iteration_log(self) -> IterationLog:
+        """The record of what ran; a loop cut short still gives a consistent log."""
+        warmup = self.warmup if self.warmup is not None else len(self.times_ns)
+        return IterationLog(
+            times_ns=np.asarray(self.times_ns, dtype=np.int64),
+            warmup=warmup,
+            warmup_detected=self.warmup_detected,
+            stable=self.stable,
+            timing_window=self.timing_window,
+            trace_window=self.trace_window,
+            timing_window_ns=self.timing_window_ns,
+        )
+
+
+def _timed_step(hooks: LoopHooks, index: int, sync: bool) -> int:
+    with hooks.mark(f"tbd.iteration {index}"):
+        t0 = hooks.clock()
+        hooks.step()
+        if sync:
+            hooks.synchronize()
+        return hooks.clock() - t0
+
+
+def run_warmup(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns: int,
+               rule: StabilityRule = StabilityRule(), progress: ProgressFn = _no_progress) -> None:
+    """Run iterations until the stable phase starts (or `spec.warmup` iterations when given).
+
+    Each warm-up iteration synchronises the device so its time is the device's, not the launch
+    queue's. Stops at the budget (`max_warmup_iterations`, the deadline) with `stable=False`.
+    """
+    state.stage = "warmup"
+    if spec.warmup is not None:
+        state.warmup_detected = False
+        with hooks.mark("tbd.warmup"):
+            for i in range(spec.warmup):
+                state.times_ns.append(_timed_step(hooks, len(state.times_ns), sync=True))
+                progress({"stage": "warmup", "done": i + 1, "total": spec.warmup})
+        state.warmup, state.stable = spec.warmup, True
+        return
+    with hooks.mark("tbd.warmup"):
+        while True:
+            state.times_ns.append(_timed_step(hooks, len(state.times_ns), sync=True))
+            found = warmup_end(state.times_ns, rule)
+            progress({"stage": "warmup", "done": len(state.times_ns), "total": None,
+                      "last_s": state.times_ns[-1] / 1e9})
+            if found is not None:
+                # Iterations after `found` are already stable; they count as warm-up runs all the
+                # same, since the windows below start fresh after a device synchronisation.
+                state.warmup, state.stable = found, True
+                return
+            if len(state.times_ns) >= spec.max_warmup_iterations or hooks.clock() >= deadline_ns:
+                state.warmup, state.stable = len(state.times_ns), False
+                state.notes.append(
+                    f"stable phase not reached within {len(state.times_ns)} warm-up iterations "
+                    f"(coefficient of variation over {rule.window} iterations never fell below "
+                    f"{rule.cv_max:.0%}); results are flagged as not stable")
+                return
+
+
+def run_timing_window(hooks: LoopHooks, iterations: int, state: LoopState, deadline_ns: int,
+                      progress: ProgressFn = _no_progress) -> None:
+    """Run the timing window: no per-iteration synchronisation, synchronised at both ends.
+
+    Stops early (at least one iteration) when the deadline passes, and says so in the notes.
+    """
+    state.stage = "timing"
+    first = len(state.times_ns)
+    hooks.synchronize()
+    with hooks.mark("tbd.timing_window"):
+        t_start = hooks.clock()
+        done = 0
+        last = t_start
+        while done < iterations:
+            with hooks.mark(f"tbd.iteration {first + done}"):
+                hooks.step()
+            now = hooks.clock()
+            state.times_ns.append(now - last)
+            last = now
+            done += 1
+            state.timing_window = (first, first + done - 1)
+            progress({"stage": "timing", "done": done, "total": iterations})
+            if now >= deadline_ns and done < iterations:
+                state.notes.append(f"time budget reached: timing window cut to {done} of {iterations} iterations")
+                break
+        hooks.synchronize()
+        t_end = hooks.clock()
+    # The last iteration's time includes the final synchronisation: the device finishing its queue.
+    state.times_ns[-1] += t_end - last
+    state.timing_window_ns = t_end - t_start
+
+
+def run_trace_window(hooks: LoopHooks, iterations: int, state: LoopState,
+                     around_step: Callable[[int], ContextManager], after_step: Callable[[], None],
+                     progress: ProgressFn = _no_progress, lead_in: int = 0) -> None:
+    """Run the trace window under the tracer the caller has opened.
+
+    `around_step(i)` wraps each recorded iteration (memory bookkeeping); `after_step()` advances
+    the tracer (e.g. torch.profiler's step(), which closes the `ProfilerStep#N` span). `lead_in`
+    iterations run first under the tracer without being recorded: a tracer's first step carries
+    its start-up cost (torch.profiler's schedule calls it "warmup").
+    """
+    state.stage = "trace"
+    hooks.synchronize()
+    for _ in range(lead_in):
+        state.times_ns.append(_timed_step(hooks, len(state.times_ns), sync=True))
+        after_step()
+    first = len(state.times_ns)
+    with hooks.mark("tbd.trace_window"):
+        for i in range(iterations):
+            with around_step(i):
+                state.times_ns.append(_timed_step(hooks, first + i, sync=True))
+            after_step()
+            state.trace_window = (first, first + i)
+            progress({"stage": "trace", "done": i + 1, "total": iterations})

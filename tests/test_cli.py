@@ -1,0 +1,61 @@
+"""CLI behaviour: bad input gets one line and a non-zero exit, no traceback."""
+
+import gzip
+import json
+
+import pytest
+
+from tbd.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["profile", "alexnet"], "unknown model 'alexnet'"),
+    (["profile", "resnet50", "--framework", "caffe"], "unknown framework 'caffe'"),
+    (["profile", "resnet50", "--batch", "0"], "--batch must be at least 1"),
+])
+def test_bad_profile_arguments(capsys, argv, needle, tmp_path):
+    code, out, err = run(capsys, *argv, "--out", str(tmp_path / "r"))
+    assert code == 2
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_unknown_model_lists_choices(capsys):
+    code, _, err = run(capsys, "profile", "alexnet")
+    assert "resnet50" in err and "seq2seq" in err
+
+
+def test_kernels_on_corrupt_profile(capsys, tmp_path):
+    (tmp_path / "profile.json").write_text('{"schema": "tbd.profile/1", "status": "complete"')
+    code, _, err = run(capsys, "kernels", str(tmp_path))
+    assert code == 2 and "not valid JSON" in err and err.count("\n") == 1
+
+
+def test_kernels_on_foreign_json(capsys, tmp_path):
+    (tmp_path / "profile.json").write_text('{"hello": 1}')
+    code, _, err = run(capsys, "kernels", str(tmp_path / "profile.json"))
+    assert code == 2 and "unknown profile schema" in err
+
+
+def test_analyze_missing_and_corrupt(capsys, tmp_path):
+    code, _, err = run(capsys, "analyze", str(tmp_path / "nope.json"))
+    assert code == 2 and "no such file" in err
+    bad = tmp_path / "t.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [')[:-8])
+    code, _, err = run(capsys, "analyze", str(bad))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    foreign = tmp_path / "f.json"
+    foreign.write_text(json.dumps({"some": "thing"}))
+    code, _, err = run(capsys, "analyze", str(foreign))
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_debug_shows_traceback(capsys):
+    code, _, err = run(capsys, "--debug", "profile", "alexnet")
+    assert code == 2 and "Traceback" in err

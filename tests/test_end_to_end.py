@@ -1,0 +1,142 @@
+"""End to end on the CPU: `tbd profile` on a test-size ResNet-50 in a child process, checked by value."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models.pytorch import resnet50
+from tbd.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+WARMUP, ITERS, TRACE, BATCH = 2, 5, 2, 4
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("e2e") / "run"
+    code = main(["profile", "resnet50", "--size", "test", "--batch", str(BATCH), "--warmup", str(WARMUP),
+                 "--iterations", str(ITERS), "--trace-iterations", str(TRACE), "--device", "cpu",
+                 "--threads", "1", "--out", str(out), "--quiet"])
+    assert code == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def profile(run_dir):
+    return json.loads((run_dir / "profile.json").read_text())
+
+
+def test_run_directory_holds_the_contracted_files(run_dir):
+    for name in ("profile.json", "iterations.json", "trace.json.gz", "spec.json"):
+        assert (run_dir / name).is_file(), name
+    assert not list(run_dir.rglob("*.tmp")), "no temporary files left behind"
+
+
+def test_iterations_and_windows(profile):
+    it = profile["iterations"]
+    assert it["warmup"] == WARMUP and it["warmup_detected"] is False and it["stable"] is True
+    assert it["timing_window"] == [WARMUP, WARMUP + ITERS - 1]
+    # one tracer lead-in iteration runs between the windows and is logged, not traced
+    assert it["trace_window"] == [WARMUP + ITERS + 1, WARMUP + ITERS + TRACE]
+    assert len(it["times_s"]) == WARMUP + ITERS + 1 + TRACE
+    assert it["warmup_s"] == pytest.approx(sum(it["times_s"][:WARMUP]))
+
+
+def test_throughput_is_from_the_timing_window(run_dir, profile):
+    log = json.loads((run_dir / "iterations.json").read_text())
+    expected = BATCH * ITERS / (log["timing_window_ns"] / 1e9)
+    tp = profile["metrics"]["throughput"]
+    assert tp["unit"] == "images/s" and tp["value"] == pytest.approx(expected, rel=1e-12)
+    # the window's per-iteration times add up to the window (ends synchronised)
+    first, last = profile["iterations"]["timing_window"]
+    assert sum(log["times_ns"][first:last + 1]) == log["timing_window_ns"]
+
+
+def test_gpu_figures_null_with_reason_on_cpu(profile):
+    m = profile["metrics"]
+    for key in ("gpu_busy_pct", "gpu_busy_nvml_pct"):
+        assert m[key]["value"] is None and "CUDA" in m[key]["reason"]
+
+
+def test_cpu_and_flop_utilization_in_range(profile):
+    m = profile["metrics"]
+    assert 0 < m["cpu_util_pct"]["value"] <= 100
+    fu = m["flop_util_pct"]
+    assert fu["source"] == "analytic" and 0 < fu["value"] < 100
+    assert fu["peak_flops"] > 1e9 and fu["peak_source"] in ("hardware_model", "measured_gemm")
+    assert fu["measured_ceiling_flops"] > 1e9
+
+
+def test_flops_cover_the_flop_counter(profile):
+    """Traced FLOPs >= conv/GEMM FLOPs FlopCounterMode counts for the same iterations, and not wildly more."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    wl = resnet50.build(batch=BATCH, device="cpu", size="test", seed=0)
+    with FlopCounterMode(display=False) as counter:
+        wl.step()
+    gemm_conv = counter.get_total_flops() * TRACE
+    flops = profile["metrics"]["flop_util_pct"]["flops"]
+    assert gemm_conv <= flops < 1.5 * gemm_conv
+
+
+def test_weights_and_gradients_to_the_byte(profile):
+    wl = resnet50.build(batch=BATCH, device="cpu", size="test", seed=0)
+    param_bytes = sum(p.numel() * p.element_size() for p in wl.model.parameters())
+    mem = profile["metrics"]["memory_bytes"]
+    assert mem["weights"] == param_bytes and mem["gradients"] == param_bytes
+    # SGD with momentum keeps one buffer per parameter; inputs are part of dynamic too
+    assert mem["dynamic"] >= param_bytes
+    assert mem["feature_maps"] > 0 and mem["allocator_peak"] > 0
+    at = mem["at_peak"]
+    assert sum(v for v in at.values() if v is not None) == mem["allocator_peak"]
+
+
+def test_kernel_tables(profile):
+    rows = profile["kernels"]
+    assert rows and rows == sorted(rows, key=lambda r: -r["time_s"])
+    conv = [r for r in rows if "convolution" in r["name"]]
+    assert conv and all(r["util_pct"] is None or r["util_pct"] >= 0 for r in rows)
+    low = profile["low_util_kernels"]
+    assert low and all(r["util_pct"] is not None for r in low)
+    shares = [r["time_share_pct"] for r in low]
+    assert shares == sorted(shares, reverse=True)
+
+
+def test_kernels_command_prints_table_v(run_dir, capsys):
+    assert main(["kernels", str(run_dir), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Utilization %" in out and "Duration %" in out
+
+
+def test_report_round_trip(run_dir, capsys):
+    assert main(["report", str(run_dir)]) == 0
+    assert "images/s" in capsys.readouterr().out
+
+
+def test_ctrl_c_writes_partial_profile(tmp_path):
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "tbd.cli", "profile", "resnet50", "--size", "test",
+                             "--batch", "2", "--device", "cpu", "--warmup", "1", "--iterations", "100000",
+                             "--max-seconds", "600", "--out", str(out), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / "iterations.json").exists():
+        time.sleep(0.2)
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    data = json.loads((out / "profile.json").read_text())
+    assert data["status"] == "partial" and any("interrupted" in n for n in data["notes"])
+    assert len(data["iterations"]["times_s"]) >= 1
+    assert "Traceback" not in err.decode()

@@ -1,0 +1,76 @@
+import numpy as np
+
+from tbd.records import RunSpec
+from tbd.sampling import LoopHooks, LoopState, run_timing_window, run_trace_window, run_warmup
+
+
+class FakeClock:
+    """Each step advances time by the next scripted duration; synchronize adds `sync_ns`."""
+
+    def __init__(self, durations, sync_ns=0):
+        self.now, self.durations, self.sync_ns, self.syncs = 0, list(durations), sync_ns, 0
+
+    def clock(self):
+        return self.now
+
+    def step(self):
+        self.now += self.durations.pop(0)
+
+    def synchronize(self):
+        self.syncs += 1
+        self.now += self.sync_ns
+
+
+def hooks_for(clock):
+    return LoopHooks(step=clock.step, synchronize=clock.synchronize, clock=clock.clock)
+
+
+def test_warmup_detected_then_windows():
+    warm = [9000, 7000, 5000, 3000]
+    c = FakeClock(warm + [1000] * 40)
+    state, spec = LoopState(), RunSpec(model="m", iterations=5, trace_iterations=2)
+    run_warmup(hooks_for(c), spec, state, deadline_ns=10**12)
+    assert state.warmup == 4 and state.stable and state.warmup_detected
+    assert len(state.times_ns) == 4 + 10  # two windows of 5 needed to judge
+    run_timing_window(hooks_for(c), 5, state, deadline_ns=10**12)
+    assert state.timing_window == (14, 18) and state.timing_window_ns == 5 * 1000
+    run_trace_window(hooks_for(c), 2, state, around_step=lambda i: _null(), after_step=lambda: None, lead_in=1)
+    assert state.trace_window == (20, 21) and len(state.times_ns) == 22
+    log = state.iteration_log()
+    assert log.warmup_seconds == sum(warm) / 1e9
+
+
+def test_warmup_given_and_unstable_budget():
+    c = FakeClock([100, 300] * 50)
+    state = LoopState()
+    run_warmup(hooks_for(c), RunSpec(model="m", max_warmup_iterations=30), state, deadline_ns=10**12)
+    assert not state.stable and state.warmup == 30 and "not reached" in state.notes[0]
+    c2 = FakeClock([100] * 3)
+    s2 = LoopState()
+    run_warmup(hooks_for(c2), RunSpec(model="m", warmup=3), s2, deadline_ns=10**12)
+    assert s2.warmup == 3 and not s2.warmup_detected and s2.stable
+
+
+def test_timing_window_synchronizes_only_at_ends_and_counts_the_drain():
+    c = FakeClock([1000] * 4, sync_ns=500)
+    state = LoopState()
+    run_timing_window(hooks_for(c), 4, state, deadline_ns=10**12)
+    assert c.syncs == 2
+    # window = 4 steps + the final drain; the first sync happens before the clock starts
+    assert state.timing_window_ns == 4 * 1000 + 500
+    assert np.sum(state.times_ns) == state.timing_window_ns
+
+
+def test_timing_window_respects_deadline():
+    c = FakeClock([1000] * 10)
+    state = LoopState()
+    run_timing_window(hooks_for(c), 10, state, deadline_ns=2500)
+    assert state.timing_window == (0, 2) and "cut to 3 of 10" in state.notes[0]
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False

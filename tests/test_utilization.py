@@ -1,0 +1,83 @@
+import numpy as np
+import pytest
+
+from analysis import utilization
+from analysis.ranking import average_util_pct, group_kernels, low_util_kernels
+from tbd.records import CpuSample, KernelTable, NvmlSample, OpTable, StepSpan, TraceRecords
+
+
+def table(names, starts, durs, flops, precision="fp32"):
+    n = len(names)
+    obj = lambda xs: np.array(xs, dtype=object)  # noqa: E731
+    return KernelTable(name=obj(names), start_ns=np.array(starts, dtype=np.int64),
+                       dur_ns=np.array(durs, dtype=np.int64), device=np.zeros(n, np.int64),
+                       stream=np.zeros(n, np.int64), op=obj([""] * n), flops=np.array(flops, dtype=float),
+                       flop_source=obj(["analytic" if np.isfinite(f) else "" for f in flops]),
+                       precision=obj([precision] * n), step=np.zeros(n, np.int64))
+
+
+def trace_of(kernels, window, busy=None):
+    starts = kernels.start_ns if busy is None else np.array(busy[0])
+    ends = kernels.start_ns + kernels.dur_ns if busy is None else np.array(busy[1])
+    empty = OpTable(np.array([], object), np.array([], np.int64), np.array([], np.int64), np.array([], np.int64))
+    return TraceRecords(source="t", device_kind="cuda", kernels=kernels, busy_start_ns=starts, busy_end_ns=ends,
+                        steps=(StepSpan(1, window[0], window[1], window[1]),), window_start_ns=window[0],
+                        window_end_ns=window[1], ops=empty, memory=None)
+
+
+def test_formula_1_gpu_busy_union_over_window():
+    # kernels [0,30) and [20,50) overlap on two streams, [100,120) alone; window 0..200 ns
+    k = table(["a", "b", "c"], [0, 20, 100], [30, 30, 20], [0, 0, 0])
+    assert utilization.gpu_busy_pct(trace_of(k, (0, 200))) == pytest.approx(100 * (50 + 20) / 200)
+
+
+def test_formula_2_flop_util():
+    # 2e3 + 1e3 FLOPs over 6 us of busy time at a 1e9 FLOP/s peak: 3e3 / (1e9 * 6e-6) = 50 %
+    k = table(["gemm", "relu"], [0, 3000], [3000, 3000], [2e3, 1e3])
+    busy = utilization.device_busy_ns(trace_of(k, (0, 6000)))
+    assert busy == 6000
+    assert utilization.flop_util_pct(k, busy, {"fp32": 1e9}) == pytest.approx(100 * 3e3 / (1e9 * 6000e-9))
+
+
+def test_per_kernel_util_and_mixed_precision():
+    k = table(["gemm", "relu"], [0, 3000], [3000, 3000], [2e3, 1e3])
+    util = utilization.kernel_util_pct(k, {"fp32": 1e9})
+    assert util.tolist() == pytest.approx([100 * 2e3 / (1e9 * 3e-6), 100 * 1e3 / (1e9 * 3e-6)])
+    # a tf32 kernel is weighed against the tf32 peak, not the fp32 one
+    k2 = KernelTable(**{**k.__dict__, "precision": np.array(["tf32", "fp32"], dtype=object)})
+    total = utilization.flop_util_pct(k2, 6000, {"fp32": 1e9, "tf32": 8e9})
+    assert total == pytest.approx(100 * (2e3 / 8e9 + 1e3 / 1e9) / 6000e-9)
+
+
+def test_formula_3_cpu_util():
+    sample = CpuSample(busy_s=np.array([1.0, 0.5, 0.25, 0.25]), total_s=np.array([2.0] * 4), wall_ns=2_000_000_000,
+                       cores=4)
+    assert utilization.cpu_util_pct(sample) == pytest.approx(100 * (1.0 + 0.5 + 0.25 + 0.25) / (4 * 2.0))
+
+
+def test_nvml_mean_and_throughput():
+    assert utilization.nvml_busy_pct(NvmlSample(np.array([90.0, 100.0, 80.0]), 0)) == pytest.approx(90.0)
+    # 64 samples x 10 iterations in 2.5 s
+    assert utilization.throughput_per_s(64, 10, 2_500_000_000) == pytest.approx(64 * 10 / 2.5)
+
+
+def test_ranking_rule():
+    # conv: 600 ns at 50 %, bn: 300 ns at 10 %, relu: 100 ns at 5 %, copy: 200 ns unknown
+    peak = 1e12
+    flops = [0.5 * peak * 600e-9, 0.1 * peak * 300e-9, 0.05 * peak * 100e-9, np.nan]
+    k = table(["conv", "bn", "relu", "copy"], [0, 600, 900, 1000], [600, 300, 100, 200], flops)
+    groups = group_kernels(k, utilization.kernel_util_pct(k, {"fp32": peak}))
+    assert [g.name for g in groups] == ["conv", "bn", "copy", "relu"]
+    assert groups[0].time_share_pct == pytest.approx(100 * 600 / 1200)
+    avg = average_util_pct(groups)
+    assert avg == pytest.approx((50 * 600 + 10 * 300 + 5 * 100) / (600 + 300 + 100))
+    low = low_util_kernels(groups, avg)
+    # below 33.5 %: bn and relu, longest first; the unknown 'copy' is never ranked
+    assert [g.name for g in low] == ["bn", "relu"]
+    assert low[0].util_pct == pytest.approx(10.0)
+
+
+def test_group_with_one_unknown_call_has_unknown_util():
+    k = table(["k", "k"], [0, 10], [10, 10], [5.0, np.nan])
+    g = group_kernels(k, utilization.kernel_util_pct(k, {"fp32": 1e9}))[0]
+    assert g.calls == 2 and np.isnan(g.flops) and np.isnan(g.util_pct)
