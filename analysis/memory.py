@@ -9,7 +9,7 @@ Each category's own peak over the traced iterations (the paper's measure):
   latest grad, so several backward passes in one iteration are not double counted).
 - feature_maps: max over iterations of the tracker's peak of live bytes of storages saved for
   backward, parameters and input batch excluded, each storage once (exact).
-- workspace: peak of live bytes of transient allocations. An allocation is transient when the
+- workspace (from the trace): peak of live bytes of transient allocations. An allocation is transient when the
   allocator frees it before the innermost op that made it ends. Innermost op: among the ops
   whose [start, end] holds the allocation's time, the one that started last (ops on all threads;
   `ProfilerStep#` spans excluded). Null when the trace has no allocator events.
@@ -32,9 +32,13 @@ Allocator peak and the split at it:
   before the window have no alloc event; their live total is (total_allocated - bytes) of the
   first event minus frees of addresses never allocated in the window. Of that, the storages the
   tracker saw as the window began (weights, grads, optimizer state, inputs) are attributed by
-  address, unless their bytes exceed what the allocator counts (the CPU allocator's totals only
-  count blocks made while the profiler runs: then none are attributed and a reason says so).
+  address on CUDA, unless their bytes exceed what the allocator counts (then none are, with a
+  reason). On the CPU none are: its profiler reporter counts only blocks made since the profiler
+  began, so weights and optimizer state made earlier are outside allocator_peak altogether, and
+  blocks left by the profiler's warm-up step cannot be named; `reasons["at_peak"]` says so.
   `unattributed` = allocator_peak - Σ categories, so the parts add up to the peak exactly.
+- Without tracker records (a trace analysed on its own) only workspace can be told apart: the
+  other categories are null with a reason, and at_peak holds workspace and unattributed.
 
 Residual ambiguity: allocators reuse addresses. A recorded storage (addr, bytes) is matched, within
 the iteration (ProfilerStep span) that recorded it, to the longest-lived allocation of that

@@ -345,17 +345,12 @@ def _step_of(t_ns: np.ndarray, steps: tuple) -> np.ndarray:
 def _window(raw: _Raw, spans: tuple[StepSpan, ...], source: str) -> tuple[int, int, tuple[str, ...]]:
     if spans:
         return spans[0].start_ns, max(s.end_ns for s in spans), ()
-    lo, hi = None, None
-    for ev in raw.events:
-        ph = ev.get("ph")
-        # The profiler's own session span and global instants ("Record Window End") are not activity.
-        if ph not in ("X", "i") or ev.get("cat") == "Trace" or ev.get("s") == "g" or "ts" not in ev:
-            continue
-        s = _ns(ev["ts"])
-        e = s + (_ns(ev["dur"]) if ph == "X" and "dur" in ev else 0)
-        lo = s if lo is None or s < lo else lo
-        hi = e if hi is None or e > hi else hi
-    return lo, hi, ("no ProfilerStep spans: the whole trace is the window",)
+    # The profiler's own session span and global instants ("Record Window End") are not activity.
+    timed = [ev for ev in raw.events if ev.get("ph") in ("X", "i") and ev.get("cat") != "Trace"
+             and ev.get("s") != "g" and "ts" in ev]
+    start = _column(timed, source, "timed", lambda e: _ns(e["ts"]))
+    end = _column(timed, source, "timed", lambda e: _ns(e["ts"]) + (_ns(e["dur"]) if "dur" in e else 0))
+    return min(start), max(end), ("no ProfilerStep spans: the whole trace is the window",)
 
 
 def _spans(steps: tuple, device_end_ns: np.ndarray, device_step: np.ndarray) -> tuple[StepSpan, ...]:
@@ -396,12 +391,13 @@ def _op_table(ops: _Ops, keep: np.ndarray) -> OpTable:
 
 def _gpu_records(raw: _Raw, ops: _Ops, source: str, flops_of, precision_of) -> TraceRecords:
     k = raw.kernels
-    col = lambda what, get: _column(k, source, "kernel", get)  # noqa: E731
-    name = np.array(col("name", lambda e: str(e["name"])), dtype=object)
-    start = np.array(col("ts", lambda e: _ns(e["ts"])), dtype=np.int64)
-    dur = np.array(col("dur", lambda e: _ns(e["dur"])), dtype=np.int64)
-    device = np.array(col("device", lambda e: int(e["args"].get("device", e.get("pid")))), dtype=np.int64)
-    stream = np.array(col("stream", lambda e: int(e["args"].get("stream", e.get("tid")))), dtype=np.int64)
+    col = lambda get: _column(k, source, "kernel", get)  # noqa: E731
+    name = np.array(col(lambda e: str(e["name"])), dtype=object)
+    start = np.array(col(lambda e: _ns(e["ts"])), dtype=np.int64)
+    dur = np.array(col(lambda e: _ns(e["dur"])), dtype=np.int64)
+    # Older traces lack args.device/stream; Kineto's GPU rows use pid = device, tid = stream.
+    device = np.array(col(lambda e: int(e["args"].get("device", e.get("pid")))), dtype=np.int64)
+    stream = np.array(col(lambda e: int(e["args"].get("stream", e.get("tid")))), dtype=np.int64)
     launch_ts, launch_op = _launches(raw, ops, k, source)
     steps = _host_steps(raw, source)
     step_idx = _step_of(launch_ts, steps)

@@ -79,6 +79,14 @@ def _pairs(storages: dict[int, int]) -> list[list[int]]:
     return [[addr, n] for addr, n in sorted(storages.items())]
 
 
+def _note_grad(p: torch.Tensor, grads: dict[int, int], grad_of: dict[int, tuple[int, int]]) -> None:
+    """Remember p.grad's storage: its address (grads) and as p's latest grad (grad_of)."""
+    st = _storage(p.grad) if p.grad is not None else None
+    if st is not None:
+        grads[st[0]] = st[1]
+        grad_of[id(p)] = st
+
+
 class _Saved:
     """What the pack hook hands autograd: the finalizer on it marks the saved tensor's release."""
 
@@ -176,10 +184,7 @@ class MemoryTracker:
             return holder
 
         def grad_hook(p: torch.Tensor) -> None:
-            st = _storage(p.grad) if p.grad is not None else None
-            if st is not None:
-                grads[st[0]] = st[1]
-                grad_of[id(p)] = st
+            _note_grad(p, grads, grad_of)
 
         handles = [p.register_post_accumulate_grad_hook(grad_hook)
                    for p in self._params or [] if p.requires_grad]
@@ -190,10 +195,7 @@ class MemoryTracker:
             for h in handles:
                 h.remove()
         for p in self._params or []:
-            st = _storage(p.grad) if p.grad is not None else None
-            if st is not None:
-                grads[st[0]] = st[1]
-                grad_of[id(p)] = st
+            _note_grad(p, grads, grad_of)
         inputs.update(self._inputs())
         # A workload that backpropagates several times per iteration (WGAN's critic) may get new
         # grad storages each time: the category counts each parameter's latest grad, once per storage.

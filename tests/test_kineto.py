@@ -84,15 +84,19 @@ def test_fractional_microseconds_become_exact_nanoseconds(tmp_path):
     assert rec.busy_end_ns[0] == rec.busy_start_ns[1]
     assert _union_ns(rec.busy_start_ns, rec.busy_end_ns) == 1314 + 400
     # The whole trace is the window when there are no ProfilerStep spans.
-    assert (rec.window_start_ns, rec.window_end_ns) == (4546152992280000, 4546152992287400)
+    assert (rec.window_start_ns, rec.window_end_ns) == (4546152992280000, 4546152992290000)  # aten::relu's end
     assert rec.notes[0] == "no ProfilerStep spans: the whole trace is the window"
     assert rec.kernels.op.tolist() == ["aten::relu", "aten::relu"]
     assert rec.kernels.flops.tolist() == [6000.0 * 1314 / (1314 + 400), 6000.0 * 400 / (1314 + 400)]
 
 
-def test_float_parsing_alone_would_lose_the_nanoseconds():
-    # Why the reader parses decimals: the float closest to this value is not ...285.686 µs.
-    assert round(4546152992285.686 * 1000) != 4546152992285686
+def test_end_times_are_exact_where_float_arithmetic_is_not(tmp_path):
+    # Why the reader parses decimals: in float64 this kernel's end comes out 1 ns late.
+    assert round((6342670099757.738 + 29.605) * 1000) == 6342670099787344
+    text = KERNEL_PAIR.replace("4546152992285.686", "6342670099757.738").replace("1.314", "29.605")
+    rec = _records(_write(tmp_path, text))
+    k1 = rec.kernels.name.tolist().index("k1")
+    assert rec.busy_end_ns[k1] == 6342670099757738 + 29605 == 6342670099787343
 
 
 # --- the synthetic CUDA fixture ---------------------------------------------------------------
@@ -142,7 +146,7 @@ def test_cuda_utilization_and_low_util_ranking(cuda):
     low = [int(i) for i in np.argsort(-k.dur_ns) if known[i] and util_pct[i] < average]
     assert low == [0, 2, 3]  # sgemm 3.3 µs, batch-norm 2.1 µs, relu 1.2 µs
     busy_ns = _union_ns(cuda.busy_start_ns, cuda.busy_end_ns)
-    assert busy_ns == (1017.0 - 1010.4) * US + (1116 - 1109) * US + 12 * US  # 25.6 µs
+    assert busy_ns == (1017_000 - 1010_400) + (1116_000 - 1109_000) + 12_000  # 25.6 µs
     assert np.nansum(k.flops) / (PEAK * busy_ns / 1e9) == pytest.approx(18_287_000 / (PEAK * 25.6e-6))
 
 

@@ -86,7 +86,8 @@ def test_feature_maps_hand_count_excludes_inputs_and_params_and_dedupes():
 
 @pytest.mark.parametrize("make_opt, per_param", [
     (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), lambda p: p.numel() * F32),  # momentum buffer
-    (lambda ps: torch.optim.Adam(ps), lambda p: 2 * p.numel() * F32 + F32),  # exp_avg, exp_avg_sq, step (fp32 scalar)
+    # Adam: exp_avg, exp_avg_sq, and `step`, a float32 scalar tensor per parameter in torch 2.x.
+    (lambda ps: torch.optim.Adam(ps), lambda p: 2 * p.numel() * F32 + F32),
 ])
 def test_optimizer_state_bytes(make_opt, per_param):
     model, x = _mlp(), torch.randn(3, 4)
@@ -123,7 +124,8 @@ def test_several_optimizers_and_no_model():
 
 
 # --- hand-built allocator events -------------------------------------------------------------
-# A CUDA-like device 0 (its allocator counts blocks made before the window). Ops: A [0, 100] holds B [10, 40]; C [50, 90]. One traced iteration, ProfilerStep#7 [-10, 130].
+# A CUDA-like device 0 (its allocator counts blocks made before the window).
+# Ops: A [0, 100] holds B [10, 40]; C [50, 90]. One traced iteration, ProfilerStep#7 [-10, 130].
 # Before the window: 1000 B live = weights 600 (0x1000) + optimizer state 300 (0x2000) + an
 # unknown 100 B block (0x3000).
 _EVENTS = [  # (ts, addr, bytes)
