@@ -59,7 +59,8 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         dev = pytorch.resolve_device(torch, device)
-        rundir.atomic_write_json(run_dir / rundir.SPEC, spec.to_dict())
+        rundir.atomic_write_json(run_dir / rundir.SPEC,
+                                 {**spec.to_dict(), "device": str(dev), "device_requested": device})
         rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT,
                                  host.environment(pytorch.framework_versions(torch), torch=torch, device=dev))
         workload = Workload(name=name, step=step, samples_per_step=samples_per_step,

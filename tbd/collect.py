@@ -107,8 +107,8 @@ def profile_from_trace(path: str | os.PathLike, *, peak_flops: float | None = No
         peaks = PeakModel({"fp32": PeakFlops(None, why, "")})
     workload = WorkloadInfo(samples_per_step, "samples/s") if samples_per_step else None
     return assemble_profile(
-        spec={"model": None, "framework": "pytorch", "batch": None, "device": trace.device_kind,
-              "precision": None, "trace": str(path)},
+        spec={"model": Path(path).name, "framework": "pytorch", "batch": None, "device": trace.device_kind,
+              "precision": "as traced", "trace": str(path)},
         environment=environment, log=None, workload=workload, cpu=None, nvml=None, trace=trace,
         memory=memory_breakdown(None, trace, None), peaks=peaks, status=COMPLETE,
         reasons={"cpu": "a trace does not carry per-core CPU counters",

@@ -46,6 +46,9 @@ def run(run_dir: Path) -> int:
 
         pytorch.setup_torch(torch, spec)
         device = pytorch.resolve_device(torch, spec.device)
+        # The profile names the device that ran, and keeps what was asked ("auto") beside it.
+        rundir.atomic_write_json(run_dir / rundir.SPEC,
+                                 {**spec.to_dict(), "device": str(device), "device_requested": spec.device})
         rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT,
                                  host.environment(pytorch.framework_versions(torch), torch=torch, device=device))
         _progress({"stage": "build", "done": 0, "total": 1})

@@ -1,0 +1,98 @@
+"""Golden: `tbd analyze` on the hand-made CUDA-style Kineto trace, every figure by hand.
+
+The fixture (tests/fixtures/README.md) describes an A100-like device (compute capability 8.0,
+108 SMs); with --sm-clock-mhz 1410 the hardware model gives
+FP32 = 108 x 1.41 GHz x 128 FLOP/clk and TF32 = 108 x 1.41 GHz x 1024 FLOP/clk.
+FLOPs come from the real formula table (analysis/flops.py).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tbd.cli import main
+
+FIXTURE = Path(__file__).parent / "fixtures" / "kineto_cuda_synthetic.json"
+P32 = 108 * 1.41e9 * 128
+PTF32 = 108 * 1.41e9 * 1024
+US = 1e-6
+
+# kernel: (duration s, FLOPs, peak) in the window
+SGEMM = (3.3 * US, 2 * 33 * 100 * 100, P32)  # aten::addmm [33,100] x [100,100]
+COPY = (2.0 * US, 0.0, P32)  # aten::copy_: data movement, a known zero
+BN = (2.1 * US, 6 * 33 * 100, P32)  # native_batch_norm, training: 6 FLOPs per element
+RELU = (1.2 * US, 1 * 33 * 100, P32)  # one compare per element
+CONV_BWD = 2 * 20 * 50 * 20 * 20 * 10 * 1 * 1  # grad_weight only (output_mask [F, T, F])
+FILL, WGRAD, DGRAD = ((d * US, CONV_BWD * d / 10, P32) for d in (1.0, 6.0, 3.0))  # split by duration
+TF32_GEMM = (12.0 * US, 2 * 40 * 100 * 1200, PTF32)  # aten::mm under aten::matmul; tf32 kernel
+ALL = [SGEMM, COPY, BN, RELU, FILL, WGRAD, DGRAD, TF32_GEMM]
+
+
+def util(k):
+    return 100 * k[1] / (k[2] * k[0])
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("analyze") / "profile.json"
+    assert main(["analyze", str(FIXTURE), "--sm-clock-mhz", "1410", "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_gpu_busy(analysed):
+    # union over streams 7 and 20: (1017.0 - 1010.4) + (1116 - 1109) + (1190 - 1178) us over 190 us
+    busy = (1017.0 - 1010.4) + (1116 - 1109) + (1190 - 1178)
+    assert analysed["metrics"]["gpu_busy_pct"]["value"] == pytest.approx(100 * busy / 190)
+
+
+def test_overall_flop_utilization(analysed):
+    fu = analysed["metrics"]["flop_util_pct"]
+    busy_s = 25.6 * US
+    expected = 100 * sum(k[1] / k[2] for k in ALL) / busy_s
+    assert fu["value"] == pytest.approx(expected)
+    assert fu["flops"] == pytest.approx(sum(k[1] for k in ALL))
+    assert fu["peak_flops"] == pytest.approx(P32) and fu["peak_source"] == "hardware_model"
+    # threshold of the ranking: busy-time-weighted average over the kernels (3.3 + 2 + 2.1 + 1.2 + 1 + 6 + 3 + 12 = 30.6 us summed)
+    assert fu["kernel_average_pct"] == pytest.approx(100 * sum(k[1] / k[2] for k in ALL) / (30.6 * US))
+
+
+def test_per_kernel_utilization(analysed):
+    rows = {r["name"]: r for r in analysed["kernels"]}
+    assert rows["volta_sgemm_64x32_sliced1x4_nn"]["util_pct"] == pytest.approx(util(SGEMM))
+    assert rows["ampere_tf32_s1688gemm_64x64_sliced1x2_ldg8_tn"]["util_pct"] == pytest.approx(util(TF32_GEMM))
+    assert rows["ampere_tf32_s1688gemm_64x64_sliced1x2_ldg8_tn"]["precision"] == "tf32"
+    wgrad = [r for n, r in rows.items() if "wgrad" in n][0]
+    assert wgrad["util_pct"] == pytest.approx(util(WGRAD))
+    assert wgrad["flops"] == pytest.approx(CONV_BWD * 6 / 10)
+
+
+def test_ranking_is_table_v(analysed):
+    low = analysed["low_util_kernels"]
+    avg = 100 * sum(k[1] / k[2] for k in ALL) / (30.6 * US)
+    # below the average, longest first: tf32 gemm 12 us, sgemm 3.3, batch-norm 2.1, copy 2.0, relu 1.2
+    assert all(util(k) < avg for k in (TF32_GEMM, SGEMM, BN, COPY, RELU))
+    assert all(util(k) > avg for k in (FILL, WGRAD, DGRAD))
+    names = [r["name"] for r in low]
+    assert names[0] == "ampere_tf32_s1688gemm_64x64_sliced1x2_ldg8_tn"
+    assert names[1] == "volta_sgemm_64x32_sliced1x4_nn"
+    assert "batch_norm_collect_statistics" in names[2] and "direct_copy" in names[3] and "clamp" in names[4]
+    assert len(low) == 5
+    assert low[1]["time_share_pct"] == pytest.approx(100 * 3.3 / 30.6)
+
+
+def test_what_a_trace_cannot_tell_is_null_with_reason(analysed):
+    m = analysed["metrics"]
+    for key in ("cpu_util_pct", "gpu_busy_nvml_pct"):
+        assert m[key]["value"] is None and m[key]["reason"]
+    assert m["throughput"]["value"] is None and m["throughput"]["reason"]
+    assert analysed["schema"] == "tbd.profile/1" and analysed["iterations"] is None
+    assert any("memcpy" in n for n in analysed["notes"])
+
+
+def test_no_clock_means_null_utilization_with_hint(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert main(["analyze", str(FIXTURE), "--json", str(out)]) == 0
+    fu = json.loads(out.read_text())["metrics"]["flop_util_pct"]
+    assert fu["value"] is None and "--sm-clock-mhz" in fu["reason"]
+    assert "Table V" in capsys.readouterr().out
