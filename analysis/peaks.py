@@ -35,7 +35,7 @@ _GPU_FP32 = {
     (6, 0): 128, (6, 1): 256, (6, 2): 256,
     (7, 0): 128, (7, 2): 128, (7, 5): 128,
     (8, 0): 128, (8, 6): 256, (8, 7): 256, (8, 9): 256,
-    (9, 0): 256,
+    (9, 0): 256, (10, 0): 256, (12, 0): 256,
 }
 # FP64 FLOP/clk/SM = 2 x FP64 FMA lanes per SM (same table). Datacenter parts only run at a
 # useful rate; consumer parts (6.1, 7.5, 8.6, 8.9) run FP64 at 1/32-1/64 of FP32.

@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/overhead.py [--model resnet50] [--batch 16] [--size full] [--iterations 20] [--rounds 3]
 
-Both loops drive the same Workload object in this process, alternating round by round so drift in
-the machine (thermal, other load) hits both alike. The bare loop is what a user would write:
+Both loops drive the same Workload object in this process, alternating round by round (and which
+goes first) so drift in the machine (thermal, other load) hits both alike. The bare loop is what a user would write:
 warm-up, synchronise, time N steps, synchronise. tbd's figure is the throughput that
 `tbd.profile_step` reports (timing window only). Goal: ratio >= 0.98.
 """
@@ -46,13 +46,21 @@ def main() -> None:
     device = resolve_device(torch, args.device)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     workload = load_builder(args.model, "pytorch")(batch=args.batch, device=device, size=args.size, seed=0)
-    bare, hooked = [], []
-    for r in range(args.rounds):
-        bare.append(bare_throughput(workload, sync, args.warmup, args.iterations))
+    def with_tbd() -> float:
         profile = tbd.profile_step(workload.step, samples_per_step=workload.samples_per_step, model=workload.model,
                                    optimizer=workload.optimizer, device=str(device), warmup=args.warmup,
                                    iterations=args.iterations, trace_iterations=0)
-        hooked.append(profile.metrics.throughput.value)
+        return profile.metrics.throughput.value
+
+    bare, hooked = [], []
+    for r in range(args.rounds):
+        # Alternate which loop goes first, so a drift within a round does not favour one side.
+        if r % 2 == 0:
+            bare.append(bare_throughput(workload, sync, args.warmup, args.iterations))
+            hooked.append(with_tbd())
+        else:
+            hooked.append(with_tbd())
+            bare.append(bare_throughput(workload, sync, args.warmup, args.iterations))
         print(f"round {r + 1}: bare {bare[-1]:.2f} {workload.throughput_unit}, "
               f"tbd {hooked[-1]:.2f} {workload.throughput_unit}, ratio {hooked[-1] / bare[-1]:.4f}", flush=True)
     ratio = statistics.median(hooked) / statistics.median(bare)

@@ -34,6 +34,10 @@ proportion to their self times. Busy intervals are the roots of each thread's op
 
 Memory. "[memory]" instant events become `MemoryEvents` in time order, all of them (not only the
 window's), because pairing an allocation with its free needs the allocations made before it.
+
+Layout: event classification and number parsing live in `profilers.kineto_events`, the op
+tree, self times and FLOP splitting in `profilers.kineto_tree`; this module reads the file and
+assembles the records.
 """
 
 from __future__ import annotations
@@ -41,20 +45,16 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import re
 import zlib
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 import numpy as np
 
+from profilers.kineto_events import _STEP, _classify, _column, _ns, _Raw
+from profilers.kineto_tree import _enclosing_op, _formula_roots, _op_tree, _Ops, _self_ns, _split
 from tbd.errors import TraceFormatError
 from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
 
-_STEP = re.compile(r"ProfilerStep#(\d+)$")
-_LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
-_COPY_CATS = frozenset({"gpu_memcpy", "gpu_memset"})
-_MARKER_CATS = frozenset({"cpu_op", "user_annotation"})
 _TRACE_HINT = "export it with torch.profiler's export_chrome_trace (or on_trace_ready=tensorboard_trace_handler)"
 
 
@@ -121,204 +121,6 @@ def trace_records(trace: dict, source: str, flops_of=None, precision_of=None) ->
     if raw.kernels:
         return _gpu_records(raw, ops, source, flops_of, precision_of)
     return _cpu_records(raw, ops, source, flops_of, precision_of)
-
-
-# ---------------------------------------------------------------------------------------------
-# Parsing
-
-
-def _ns(value) -> int:
-    """Microseconds as Kineto writes them (int, Decimal, float) -> exact integer nanoseconds."""
-    if type(value) is int:
-        return value * 1000
-    if isinstance(value, Decimal):
-        # scaleb is exact; ties beyond the 3rd decimal round half-even (Kineto writes at most 3).
-        return int(value.scaleb(3).to_integral_value())
-    if isinstance(value, float):
-        return int(Decimal(repr(value)).scaleb(3).to_integral_value())
-    raise TypeError(f"not a number: {value!r}")
-
-
-@dataclass(frozen=True)
-class _Raw:
-    """Events of one trace sorted into the categories the reader uses (plain lists of dicts)."""
-
-    events: list
-    ops: list
-    steps: list
-    launches: list
-    kernels: list
-    copies: int
-    memory: list
-
-
-def _classify(events: list, source: str) -> _Raw:
-    ops, steps, launches, kernels, memory = [], [], [], [], []
-    copies = 0
-    for ev in events:
-        if not isinstance(ev, dict):
-            raise TraceFormatError(f"{source}: traceEvents holds a non-object entry {ev!r:.60}")
-        ph = ev.get("ph")
-        if ph == "X":
-            cat = ev.get("cat")
-            if cat == "kernel":
-                kernels.append(ev)
-            elif cat in _MARKER_CATS:
-                if _STEP.match(str(ev.get("name", ""))):
-                    steps.append(ev)
-                elif cat == "cpu_op":
-                    ops.append(ev)
-            elif cat in _LAUNCH_CATS:
-                launches.append(ev)
-            elif cat in _COPY_CATS:
-                copies += 1
-        elif ph == "i" and ev.get("name") == "[memory]":
-            memory.append(ev)
-    return _Raw(events, ops, steps, launches, kernels, copies, memory)
-
-
-def _column(events: list, source: str, what: str, get) -> list:
-    """`get` applied to every event, malformed events reported as TraceFormatError."""
-    try:
-        return [get(ev) for ev in events]
-    except (KeyError, TypeError, ValueError, InvalidOperation) as exc:
-        raise TraceFormatError(f"{source}: malformed {what} event ({type(exc).__name__}: {exc})") from None
-
-
-def _thread_codes(events: list, codes: dict) -> np.ndarray:
-    """One small integer per (pid, tid) pair (added to `codes`), so threads compare as numbers."""
-    return np.array([codes.setdefault((ev.get("pid"), ev.get("tid")), len(codes)) for ev in events],
-                    dtype=np.int64)
-
-
-# ---------------------------------------------------------------------------------------------
-# Op tree
-
-
-@dataclass(frozen=True)
-class _Ops:
-    """cpu_ops sorted by (thread, start, longest first) so every parent precedes its children."""
-
-    events: list
-    name: np.ndarray
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    thread: np.ndarray
-    tid: np.ndarray
-    parent: np.ndarray  # index of the enclosing op on the same thread, -1 for roots
-    first: dict  # thread code -> (first index, one past last index)
-    codes: dict  # (pid, tid) -> thread code
-
-
-def _op_tree(events: list, source: str) -> _Ops:
-    start = np.array(_column(events, source, "cpu_op", lambda e: _ns(e["ts"])), dtype=np.int64)
-    end = start + np.array(_column(events, source, "cpu_op", lambda e: _ns(e["dur"])), dtype=np.int64)
-    codes: dict = {}
-    thread = _thread_codes(events, codes)
-    tid = np.array(_column(events, source, "cpu_op", lambda e: int(e["tid"])), dtype=np.int64)
-    order = np.lexsort((-end, start, thread))
-    start, end, thread, tid = start[order], end[order], thread[order], tid[order]
-    evs = [events[i] for i in order]
-    name = np.array([str(e.get("name", "")) for e in evs], dtype=object)
-    parent = _parents(start.tolist(), end.tolist(), thread.tolist())
-    bounds = np.flatnonzero(np.diff(thread)) + 1 if len(thread) else np.array([], dtype=np.int64)
-    lo = np.concatenate(([0], bounds)).astype(int) if len(thread) else np.array([], dtype=int)
-    hi = np.concatenate((bounds, [len(thread)])).astype(int) if len(thread) else np.array([], dtype=int)
-    first = {int(thread[a]): (int(a), int(b)) for a, b in zip(lo, hi)}
-    return _Ops(evs, name, start, end, thread, tid, parent, first, codes)
-
-
-def _parents(start: list, end: list, thread: list) -> np.ndarray:
-    """Parent of each op by time nesting: the nearest earlier op on the thread still open at its start."""
-    parent = np.full(len(start), -1, dtype=np.int64)
-    stack: list[int] = []
-    current = None
-    for i, (s, t) in enumerate(zip(start, thread)):
-        if t != current:
-            stack, current = [], t
-        # An op that ended at or before this start is a finished sibling subtree, not a parent.
-        while stack and end[stack[-1]] <= s:
-            stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-        stack.append(i)
-    return parent
-
-
-def _enclosing_op(ops: _Ops, thread: int, t_ns: int) -> int:
-    """Innermost op on `thread` with start <= t < end, or -1."""
-    span = ops.first.get(thread)
-    if span is None:
-        return -1
-    lo, hi = span
-    # The last op starting at or before t is the enclosing op or a descendant of it.
-    i = lo + int(np.searchsorted(ops.start_ns[lo:hi], t_ns, side="right")) - 1
-    while i >= lo and ops.end_ns[i] <= t_ns:
-        i = int(ops.parent[i])
-    return i if i >= lo else -1
-
-
-def _shapes(ev: dict):
-    from analysis.flops import OpShapes  # lazy: records only need it when counting FLOPs
-
-    args = ev.get("args") or {}
-    return OpShapes(
-        name=str(ev.get("name", "")),
-        input_dims=_tuples(args.get("Input Dims", ())),
-        input_types=tuple(args.get("Input type", ())),
-        concrete_inputs=tuple(args.get("Concrete Inputs", ())),
-    )
-
-
-def _tuples(value):
-    """Nested JSON lists -> nested tuples (hashable, immutable); other values unchanged."""
-    if type(value) is not list:
-        return value
-    # Fast path for the usual shape lists of ints; TensorList inputs nest one level deeper.
-    return tuple(v if type(v) is not list else (tuple(v) if all(type(x) is int for x in v) else _tuples(v))
-                 for v in value)
-
-
-def _formula_roots(ops: _Ops, wanted: np.ndarray, flops_of) -> tuple[np.ndarray, dict]:
-    """For each op in `wanted`, its outermost ancestor-or-self with a formula (-1 if none).
-
-    Returns the per-op root index (for all ops; -1 where not computed or none) and {root: FLOPs}.
-    Parents precede children, so one forward pass sees each root before its descendants.
-    """
-    need = np.zeros(len(ops.name), dtype=bool)
-    for i in np.unique(wanted[wanted >= 0]).tolist():
-        while i >= 0 and not need[i]:  # mark the whole ancestor chain
-            need[i] = True
-            i = int(ops.parent[i])
-    root = np.full(len(ops.name), -1, dtype=np.int64)
-    flops: dict[int, float] = {}
-    for i in np.flatnonzero(need).tolist():
-        p = int(ops.parent[i])
-        if p >= 0 and root[p] >= 0:
-            root[i] = root[p]
-            continue
-        value = flops_of(_shapes(ops.events[i]))
-        if value is not None:
-            root[i] = i
-            flops[i] = float(value)
-    return root, flops
-
-
-def _split(total: dict, root: np.ndarray, weight_ns: np.ndarray) -> np.ndarray:
-    """Each root's FLOPs shared among the rows under it in proportion to `weight_ns`; NaN elsewhere."""
-    out = np.full(len(root), np.nan)
-    has = root >= 0
-    if not has.any():
-        return out
-    keys, inverse = np.unique(root[has], return_inverse=True)
-    w = weight_ns[has].astype(np.float64)
-    sums = np.bincount(inverse, weights=w, minlength=keys.size)
-    counts = np.bincount(inverse, minlength=keys.size)
-    value = np.array([total[int(k)] for k in keys])
-    # All-zero weights (zero-length rows) share equally rather than dividing by zero.
-    share = np.where(sums[inverse] > 0, w / np.where(sums[inverse] > 0, sums[inverse], 1), 1.0 / counts[inverse])
-    out[has] = value[inverse] * share
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,11 +267,8 @@ def _gpu_notes(raw: _Raw, launch_ts: np.ndarray, keep: np.ndarray) -> tuple[str,
 
 def _cpu_records(raw: _Raw, ops: _Ops, source: str, flops_of, precision_of) -> TraceRecords:
     n = len(ops.name)
-    dur = ops.end_ns - ops.start_ns
     child = ops.parent >= 0
-    # A child's time counts against its parent only up to the parent's end (clock quirks).
-    inside = np.minimum(ops.end_ns[child], ops.end_ns[ops.parent[child]]) - ops.start_ns[child]
-    self_ns = dur - np.bincount(ops.parent[child], weights=inside, minlength=n).astype(np.int64)
+    self_ns = _self_ns(ops)
     steps = _host_steps(raw, source)
     spans = _spans(steps, np.array([], dtype=np.int64), np.array([], dtype=np.int64))
     lo, hi, notes = _window(raw, spans, source)

@@ -126,8 +126,8 @@ def profile_run(spec: RunSpec, run_dir: Path, progress: ProgressSink, probe_oom:
                 fit = largest_fitting_batch(spec, batch, scratch)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-            hint = (f"the largest batch that fit was {fit} (probed by halving)" if fit
-                    else "no batch down to 1/64 of it fit either")
+            hint = (f"the largest batch that fit was {fit}; {2 * fit} did not (halving, one iteration each)"
+                    if fit else f"no batch down to {max(batch // 64, 1)} fit either (halving, one iteration each)")
         where = f"; partial profile kept in {run_dir}" if gathered else ""
         raise OutOfMemoryError(f"batch {batch} ran out of memory on {spec.device}{where}", hint=hint)
     if code == EXIT_INTERRUPTED:

@@ -32,6 +32,7 @@ class RunSpec:
     max_warmup_iterations: int = 200
     seed: int = 0
     threads: int | None = None  # CPU threads for the framework; None: framework default
+    memory_limit_bytes: int | None = None  # address-space cap of the workload process (RLIMIT_AS)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

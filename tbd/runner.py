@@ -12,6 +12,7 @@ memory, 2 usage error, 1 crash (traceback on stderr, which the parent keeps in w
 from __future__ import annotations
 
 import json
+import resource
 import signal
 import sys
 import traceback
@@ -38,6 +39,9 @@ def run(run_dir: Path) -> int:
     """Run the spec in `run_dir`; returns the exit code."""
     spec = RunSpec.from_dict(rundir.read_json(run_dir / rundir.SPEC, "run spec"))
     state = LoopState()
+    if spec.memory_limit_bytes:
+        # Emulates a host with less memory: allocations beyond the cap fail like a real OOM.
+        resource.setrlimit(resource.RLIMIT_AS, (spec.memory_limit_bytes, spec.memory_limit_bytes))
     try:
         import torch
 

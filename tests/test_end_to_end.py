@@ -140,3 +140,17 @@ def test_ctrl_c_writes_partial_profile(tmp_path):
     assert data["status"] == "partial" and any("interrupted" in n for n in data["notes"])
     assert len(data["iterations"]["times_s"]) >= 1
     assert "Traceback" not in err.decode()
+
+
+def test_out_of_memory_names_the_largest_batch_that_fit(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["profile", "resnet50", "--size", "test", "--batch", "262144", "--device", "cpu", "--threads", "1",
+                 "--warmup", "1", "--iterations", "1", "--trace-iterations", "0", "--memory-limit-gib", "2.5",
+                 "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert err.startswith("tbd: error: batch 262144 ran out of memory on cpu") and err.count("\n") == 1
+    fit = int(err.split("the largest batch that fit was ")[1].split()[0])
+    assert 1 <= fit < 262144 and 262144 % fit == 0
+    assert not out.exists(), "nothing gathered, nothing left behind"
+    assert not list(tmp_path.iterdir()), "probe directories are cleaned up"

@@ -29,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time budget for warm-up plus timing window (default 600)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for the framework (default: its own)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--memory-limit-gib", type=float, default=None,
+                   help="cap the workload process's address space (RLIMIT_AS), e.g. to find the largest batch "
+                        "that fits a host with less memory; CPU runs (CUDA reserves large virtual ranges)")
     p.add_argument("--out", type=Path, default=None,
                    help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>-<time>)")
     p.add_argument("--top", type=int, default=10, help="kernels shown in the report (default 10)")
@@ -47,7 +50,8 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     batch = args.batch if args.batch is not None else registry.model_info(args.model).default_batch
     return RunSpec(model=args.model, framework=args.framework, batch=batch, device=args.device, size=args.size,
                    warmup=args.warmup, iterations=args.iterations, trace_iterations=args.trace_iterations,
-                   max_seconds=args.max_seconds, seed=args.seed, threads=args.threads)
+                   max_seconds=args.max_seconds, seed=args.seed, threads=args.threads,
+                   memory_limit_bytes=int(args.memory_limit_gib * 2**30) if args.memory_limit_gib else None)
 
 
 def run(args: argparse.Namespace) -> int:
