@@ -33,9 +33,11 @@ Allocator peak and the split at it:
   first event minus frees of addresses never allocated in the window. Of that, the storages the
   tracker saw as the window began (weights, grads, optimizer state, inputs) are attributed by
   address on CUDA, unless their bytes exceed what the allocator counts (then none are, with a
-  reason). On the CPU none are: its profiler reporter counts only blocks made since the profiler
-  began, so weights and optimizer state made earlier are outside allocator_peak altogether, and
-  blocks left by the profiler's warm-up step cannot be named; `reasons["at_peak"]` says so.
+  reason). On the CPU the profiler's reporter counts only blocks made since tracing began and
+  records no free of an older block, so the storages that persist through every iteration
+  (weights, optimizer state, inputs: exact bytes from the tracker) are added to allocator_peak
+  and to the split as a constant baseline; other older tensors are not seen, and
+  `reasons["at_peak"]` says so.
   `unattributed` = allocator_peak - Σ categories, so the parts add up to the peak exactly.
 - Without tracker records (a trace analysed on its own) only workspace can be told apart: the
   other categories are null with a reason, and at_peak holds workspace and unattributed.
@@ -102,7 +104,10 @@ def memory_breakdown(records: dict | None, trace: TraceRecords | None, cross_che
         dynamic = _dynamic(records["iterations"], int(live[:, DYNAMIC].max()), records, reasons)
     peak_i = int(np.argmax(events.total_allocated))
     allocator_peak = int(events.total_allocated[peak_i]) if cuda_max is None else int(cuda_max)
-    at_peak = _at_peak(events, orphan, live, peak_i, allocator_peak, records, reasons)
+    held = _cpu_held_before(records) if records is not None and int(events.device[0]) < 0 else {}
+    # A constant baseline does not move the peak's instant, only its height.
+    allocator_peak += sum(held.values())
+    at_peak = _at_peak(events, orphan, live, peak_i, allocator_peak, records, reasons, held)
     return Memory(*cats, workspace, dynamic, allocator_peak, at_peak, reasons, cross_check)
 
 
@@ -292,7 +297,7 @@ def category_timeline(events: MemoryEvents, free_idx: np.ndarray, labels: np.nda
 
 
 def _at_peak(events: MemoryEvents, orphan: np.ndarray, live: np.ndarray, p: int, allocator_peak: int,
-             records: dict | None, reasons: dict) -> dict[str, int | None]:
+             records: dict | None, reasons: dict, held: dict[str, int]) -> dict[str, int | None]:
     """Live bytes per category at event p; 'unattributed' makes them sum to allocator_peak."""
     row = live[p]
     if records is None:  # without addresses only transient allocations can be told apart
@@ -308,15 +313,18 @@ def _at_peak(events: MemoryEvents, orphan: np.ndarray, live: np.ndarray, p: int,
     pre_live = pre_total + int(events.bytes[: p + 1][gone].sum())  # orphan frees carry negative bytes
     known = _pre_window_known(records, set(events.addr[: p + 1][gone].tolist()))
     if int(events.device[0]) < 0:
-        # The CPU allocator's profiler reporter counts only blocks made since the profiler began
-        # (its warm-up steps included) and cannot say which of the old tensors those are.
+        # The CPU allocator's profiler reporter counts only blocks made since tracing began and
+        # records no free of an older block. Weights, optimizer state and inputs persist through
+        # every iteration (updated in place), so their exact bytes are added as a baseline; other
+        # older tensors (the previous iteration's gradients until zero_grad frees them) are unseen.
+        for cat, b in held.items():
+            out[cat] += b
+        reasons["at_peak"] = (f"CPU: the allocator's trace counts only blocks made while tracing; weights, "
+                              f"optimizer state and inputs held from before ({sum(held.values())} B, exact "
+                              "tensor sizes) are added to allocator_peak and to this split; other tensors made "
+                              "before the window are not seen")
         if pre_live:
-            reasons["at_peak"] = (f"{pre_live} B allocated before the trace window (after the profiler began) "
-                                  "are unattributed: the CPU allocator does not count older tensors, so "
-                                  "pre-window tensors cannot be told apart by address")
-        else:
-            reasons["at_peak"] = ("the CPU allocator counts only blocks made while the profiler runs, so "
-                                  "weights and other tensors made before it are outside allocator_peak")
+            reasons["at_peak"] += f"; {pre_live} B made after tracing began but before the window are unattributed"
     elif sum(known.values()) <= pre_live:
         for cat, b in known.items():
             out[cat] += b
@@ -327,6 +335,20 @@ def _at_peak(events: MemoryEvents, orphan: np.ndarray, live: np.ndarray, p: int,
     out["unattributed"] = allocator_peak - sum(out.values())
     if out["unattributed"] < 0:
         reasons["unattributed"] = "categories exceed the allocator peak: the peak source and the trace disagree"
+    return out
+
+
+def _cpu_held_before(records: dict) -> dict[str, int]:
+    """Bytes of the storages that persist across iterations (weights; optimizer state and inputs
+    as dynamic), alive as the window began, each address once."""
+    start = records.get("window_start") or {}
+    seen: set[int] = set()
+    out = {"weights": 0, "dynamic": 0}
+    for key, cat in (("weights", "weights"), ("optimizer_state", "dynamic"), ("inputs", "dynamic")):
+        for addr, nbytes in start.get(key) or []:
+            if addr not in seen:
+                seen.add(addr)
+                out[cat] += int(nbytes)
     return out
 
 

@@ -37,6 +37,9 @@ def kernel_util_pct(kernels: KernelTable, peak_flops_by_precision: dict[str, flo
     seconds = kernels.dur_ns.astype(np.float64) / 1e9
     with np.errstate(divide="ignore", invalid="ignore"):
         util = 100.0 * kernels.flops / (peaks * seconds)
+    # A known zero (data movement: fills, copies) is 0 % at any peak, even when its precision is
+    # unknown (aten::zeros has no floating-point input to tell it).
+    util = np.where(kernels.flops == 0, 0.0, util)
     return np.where(seconds > 0, util, np.nan)
 
 

@@ -177,7 +177,7 @@ def low_util_table(console: Console, profile: Profile, top: int) -> list[Rendera
         table = plain_table()
         table.add_column("Duration %", justify="right")
         table.add_column("Utilization %", justify="right")
-        table.add_column("Kernel name", no_wrap=True, overflow="ellipsis")
+        table.add_column(f"{noun[:-1].capitalize()} name", no_wrap=True, overflow="ellipsis")
         for row, name in zip(rows, names):
             table.add_row(Text(fmt_pct(row.time_share_pct)), Text(fmt_pct(row.util_pct)), Text(name))
         return table

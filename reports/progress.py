@@ -37,6 +37,10 @@ class StageProgress:
         stage = str(event.get("stage", ""))
         total = event.get("total")
         if stage not in self._tasks:
+            # A new stage means the earlier ones are over: settle their bars (warm-up has no total).
+            for task in self._progress.tasks:
+                if not task.finished:
+                    self._progress.update(task.id, total=task.completed, info="done")
             self._tasks[stage] = self._progress.add_task(STAGE_LABELS.get(stage, stage), total=total, info="")
         task = self._tasks[stage]
         info = f"last {event['last_s'] * 1e3:.1f} ms" if "last_s" in event else ""

@@ -81,3 +81,8 @@ def test_group_with_one_unknown_call_has_unknown_util():
     k = table(["k", "k"], [0, 10], [10, 10], [5.0, np.nan])
     g = group_kernels(k, utilization.kernel_util_pct(k, {"fp32": 1e9}))[0]
     assert g.calls == 2 and np.isnan(g.flops) and np.isnan(g.util_pct)
+
+
+def test_known_zero_flops_is_zero_util_without_a_precision():
+    k = table(["aten::fill_"], [0], [100], [0.0], precision="")
+    assert utilization.kernel_util_pct(k, {"fp32": 1e9}).tolist() == [0.0]
