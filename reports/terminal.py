@@ -60,7 +60,8 @@ def _header(profile: Profile) -> list[RenderableType]:
     gpu = env.get("gpu") or {}
     cpu = env.get("cpu") or {}
     batch = spec.get("batch")
-    line = Text("tbd profile · ", style="bold")
+    # A profile made by `tbd analyze` names the trace it read instead of a run.
+    line = Text("tbd analyze · " if spec.get("trace") else "tbd profile · ", style="bold")
     line.append(" · ".join([f"{spec.get('model', NA)} ({spec.get('framework', NA)})",
                             f"batch {batch if batch is not None else NA}", str(spec.get("precision", NA))]))
     line.append(" · ")
