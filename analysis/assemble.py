@@ -61,7 +61,11 @@ def throughput(log: IterationLog | None, workload: WorkloadInfo | None) -> Throu
         return Throughput(None, unit, reason="no timing window was completed")
     first, last = log.timing_window
     steps = last - first + 1
-    value = utilization.throughput_per_s(workload.samples_per_step, steps, log.timing_window_ns)
+    if log.timing_window_samples is not None:
+        # Several workers: the workload counted every worker's samples over the window.
+        value = utilization.throughput_per_s(log.timing_window_samples, 1, log.timing_window_ns)
+    else:
+        value = utilization.throughput_per_s(workload.samples_per_step, steps, log.timing_window_ns)
     also = {u: utilization.throughput_per_s(n, steps, log.timing_window_ns)
             for u, n in workload.units_per_step.items()}
     return Throughput(value, unit, also)

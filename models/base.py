@@ -25,3 +25,9 @@ class Workload:
     optimizer: Any = None  # framework optimizer (its state is "dynamic" memory)
     inputs: Callable[[], list[Any]] | None = None  # tensors of the batches currently held
     description: str = ""
+    # Several workers (A3C): cumulative samples processed by ALL workers so far. When set,
+    # throughput is its increase over the timing window / the window's time, not
+    # samples_per_step x iterations / time (the hook's own step is one worker among several).
+    samples_counter: Callable[[], float] | None = None
+    # Releases what build() started (worker processes, threads); called once when the run ends.
+    close: Callable[[], None] | None = None

@@ -69,12 +69,25 @@ def workload_record(workload: Workload) -> dict:
 
 def run_workload(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, device: Any,
                  state: LoopState, progress: ProgressFn) -> None:
-    """Run every stage and write the raw records; `state` keeps what was gathered if interrupted."""
+    """Run every stage and write the raw records; `state` keeps what was gathered if interrupted.
+
+    The workload's `close()` (worker processes of A3C, ...) runs however the stages end.
+    """
+    try:
+        _run_stages(torch, workload, spec, run_dir, device, state, progress)
+    finally:
+        if workload.close is not None:
+            workload.close()
+
+
+def _run_stages(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, device: Any,
+                state: LoopState, progress: ProgressFn) -> None:
     from profilers.cpu import CpuWindow
 
     is_cuda = device.type == "cuda"
     synchronize = (lambda: torch.cuda.synchronize(device)) if is_cuda else (lambda: None)
-    hooks = LoopHooks(step=workload.step, synchronize=synchronize, mark=_nvtx_marker())
+    hooks = LoopHooks(step=workload.step, synchronize=synchronize, mark=_nvtx_marker(),
+                      samples_counter=workload.samples_counter)
     deadline_ns = hooks.clock() + int(spec.max_seconds * 1e9)
     rundir.atomic_write_json(run_dir / rundir.WORKLOAD, workload_record(workload))
 

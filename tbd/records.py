@@ -148,6 +148,9 @@ class IterationLog:
     timing_window: tuple[int, int] | None
     trace_window: tuple[int, int] | None
     timing_window_ns: int | None  # wall time of the timing window, device-synchronised ends
+    # Samples all workers processed during the timing window, when the workload counts them
+    # itself (several workers, A3C); None: samples_per_step x iterations.
+    timing_window_samples: float | None = None
 
     @property
     def warmup_seconds(self) -> float:

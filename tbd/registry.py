@@ -22,15 +22,33 @@ class ModelInfo:
     throughput_unit: str
     default_batch: int
     implementations: dict[str, str]  # framework -> module path providing build()
+    fixed_batch: int | None = None  # the model always runs this batch (Faster R-CNN: one image)
 
 
 MODELS: dict[str, ModelInfo] = {
     m.name: m
     for m in (
+        # Default batches follow the TBD paper's GPU runs (Table II/IV) where it names one.
         ModelInfo("resnet50", "image classification", "CONV", "ImageNet (3x224x224, 1000 classes)",
                   "images/s", 32, {"pytorch": "models.pytorch.resnet50"}),
+        ModelInfo("resnet101", "image classification", "CONV", "ImageNet (3x224x224, 1000 classes)",
+                  "images/s", 32, {"pytorch": "models.pytorch.resnet101"}),
+        ModelInfo("resnet152", "image classification", "CONV", "ImageNet (3x224x224, 1000 classes)",
+                  "images/s", 32, {"pytorch": "models.pytorch.resnet152"}),
+        ModelInfo("inception3", "image classification", "CONV", "ImageNet (3x299x299, 1000 classes)",
+                  "images/s", 32, {"pytorch": "models.pytorch.inception3"}),
         ModelInfo("seq2seq", "machine translation", "LSTM", "IWSLT15 en-vi (vocab 17,188; 20-30 tokens)",
                   "sentences/s", 64, {"pytorch": "models.pytorch.seq2seq"}),
+        ModelInfo("transformer", "machine translation", "Attention", "WMT14 en-de (vocab 37,000; <= 50 tokens)",
+                  "sentences/s", 64, {"pytorch": "models.pytorch.transformer"}),
+        ModelInfo("faster_rcnn", "object detection", "CONV", "Pascal VOC 2007 (~500x350, 20 classes)",
+                  "images/s", 1, {"pytorch": "models.pytorch.faster_rcnn"}, fixed_batch=1),
+        ModelInfo("deepspeech2", "speech recognition", "RNN (GRU)", "LibriSpeech (spectrograms, 161 bins)",
+                  "audio_s/s", 16, {"pytorch": "models.pytorch.deepspeech2"}),
+        ModelInfo("wgan", "adversarial learning", "CONV", "down-sampled ImageNet (3x64x64)",
+                  "images/s", 64, {"pytorch": "models.pytorch.wgan"}),
+        ModelInfo("a3c", "deep reinforcement learning", "CONV", "Atari 2600 (4x84x84 frames)",
+                  "frames/s", 20, {"pytorch": "models.pytorch.a3c"}),
     )
 }
 
@@ -56,6 +74,17 @@ def builder_module(name: str, framework: str) -> str:
         raise UsageError(f"model '{name}' has no {framework} implementation yet",
                          hint=f"available frameworks for {name}: {have}")
     return info.implementations[framework]
+
+
+#: The module each framework's runner imports; `tbd suite` checks it without importing it.
+FRAMEWORK_MODULES = {"pytorch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet"}
+
+
+def framework_installed(framework: str) -> bool:
+    """Whether this interpreter can import the framework (found on the path, not imported)."""
+    import importlib.util
+
+    return importlib.util.find_spec(FRAMEWORK_MODULES[framework]) is not None
 
 
 def load_builder(name: str, framework: str):

@@ -99,6 +99,7 @@ def iteration_log_to_json(log: IterationLog) -> dict:
         "timing_window": list(log.timing_window) if log.timing_window else None,
         "trace_window": list(log.trace_window) if log.trace_window else None,
         "timing_window_ns": log.timing_window_ns,
+        "timing_window_samples": log.timing_window_samples,
     }
 
 
@@ -112,6 +113,8 @@ def iteration_log_from_json(data: Any, where: str) -> IterationLog:
             timing_window=tuple(data["timing_window"]) if data["timing_window"] else None,
             trace_window=tuple(data["trace_window"]) if data["trace_window"] else None,
             timing_window_ns=None if data["timing_window_ns"] is None else int(data["timing_window_ns"]),
+            timing_window_samples=(None if data.get("timing_window_samples") is None
+                                   else float(data["timing_window_samples"])),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ResultFormatError(f"{where}: malformed iteration log ({exc})") from None

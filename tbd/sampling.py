@@ -35,6 +35,7 @@ class LoopHooks:
     synchronize: Callable[[], None] = lambda: None
     mark: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext()
     clock: Callable[[], int] = time.perf_counter_ns
+    samples_counter: Callable[[], float] | None = None  # cumulative samples of all workers
 
 
 @dataclass
@@ -48,6 +49,7 @@ class LoopState:
     stable: bool = False
     timing_window: tuple[int, int] | None = None
     timing_window_ns: int | None = None
+    timing_window_samples: float | None = None
     trace_window: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -62,6 +64,7 @@ class LoopState:
             timing_window=self.timing_window,
             trace_window=self.trace_window,
             timing_window_ns=self.timing_window_ns,
+            timing_window_samples=self.timing_window_samples,
         )
 
 
@@ -120,6 +123,7 @@ def run_timing_window(hooks: LoopHooks, iterations: int, state: LoopState, deadl
     first = len(state.times_ns)
     hooks.synchronize()
     with hooks.mark("tbd.timing_window"):
+        counted_start = hooks.samples_counter() if hooks.samples_counter else None
         t_start = hooks.clock()
         done = 0
         last = t_start
@@ -137,6 +141,8 @@ def run_timing_window(hooks: LoopHooks, iterations: int, state: LoopState, deadl
                 break
         hooks.synchronize()
         t_end = hooks.clock()
+        if counted_start is not None:
+            state.timing_window_samples = hooks.samples_counter() - counted_start
     # The last iteration's time includes the final synchronisation: the device finishing its queue.
     state.times_ns[-1] += t_end - last
     state.timing_window_ns = t_end - t_start

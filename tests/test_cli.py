@@ -59,3 +59,22 @@ def test_analyze_missing_and_corrupt(capsys, tmp_path):
 def test_debug_shows_traceback(capsys):
     code, _, err = run(capsys, "--debug", "profile", "alexnet")
     assert code == 2 and "Traceback" in err
+
+
+def test_suite_lists_every_model_and_framework(capsys):
+    from tbd import registry
+    from tbd.commands.suite import suite_rows
+
+    rows = suite_rows()
+    assert len(rows) == len(registry.MODELS) * len(registry.FRAMEWORKS)
+    resnet = [r for r in rows if r["model"] == "resnet50" and r["framework"] == "pytorch"][0]
+    assert resnet["available"] and resnet["unit"] == "images/s" and resnet["dominant_layer"] == "CONV"
+    mx = [r for r in rows if r["model"] == "seq2seq" and r["framework"] == "mxnet"][0]
+    assert not mx["available"] and mx["why"]
+    code, out, _ = run(capsys, "suite", "--framework", "pytorch")
+    assert code == 0 and "resnet50" in out and "sentences/s" in out and "tensorflow" not in out
+
+
+def test_fixed_batch_model_rejects_another_batch(capsys):
+    code, _, err = run(capsys, "profile", "faster_rcnn", "--batch", "4")
+    assert code == 2 and "fixes its batch at 1" in err and err.count("\n") == 1

@@ -149,3 +149,19 @@ def test_bad_arguments_raise_usage_error(module, kwargs):
     args = {"batch": 2, "device": "cpu", "size": "test", **kwargs}
     with pytest.raises(UsageError):
         module.build(**args)
+
+
+@pytest.mark.parametrize("variant, params", [("resnet101", 44_549_160), ("resnet152", 60_192_808)])
+def test_deeper_resnets_are_registered_builders(variant, params):
+    # torchvision's resnet101 / resnet152 parameter counts (torchvision.models docs, 1000 classes)
+    from tbd.registry import load_builder
+
+    build = load_builder(variant, "pytorch")
+    wl = build(batch=8, device="cpu", size="test", seed=0, pool_size=1)
+    assert wl.name == variant
+    losses = [float(wl.step()) for _ in range(10)]
+    assert all(map(math.isfinite, losses)) and losses[-1] < losses[0]
+    from models.pytorch.resnet50 import DEPTHS, resnet
+
+    with torch.device("meta"):
+        assert sum(p.numel() for p in resnet(DEPTHS[variant]).parameters()) == params

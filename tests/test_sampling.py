@@ -74,3 +74,19 @@ class _null:
 
     def __exit__(self, *a):
         return False
+
+
+def test_timing_window_reads_the_workers_counter():
+    # 3 steps of 1000 ns; other workers add 7 samples per step on top of the hook's own 2
+    c = FakeClock([1000] * 3)
+    counted = [100.0]
+
+    def step():
+        c.step()
+        counted[0] += 2 + 7
+
+    hooks = LoopHooks(step=step, synchronize=c.synchronize, clock=c.clock, samples_counter=lambda: counted[0])
+    state = LoopState()
+    run_timing_window(hooks, 3, state, deadline_ns=10**12)
+    assert state.timing_window_samples == 3 * (2 + 7)
+    assert state.iteration_log().timing_window_samples == 27

@@ -24,7 +24,13 @@ DEPTHS = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3), "resnet152": (3,
 #: size -> (blocks per stage, stem width in channels, image side in pixels, classes).
 #: "full" is ImageNet's 3x224x224 / 1000 classes; "test" keeps the architecture but shrinks it
 #: so a CPU step takes well under a second.
-_SIZES = {"full": (DEPTHS["resnet50"], 64, 224, 1000), "test": ((1, 1, 1, 1), 8, 32, 10)}
+# Per variant: size -> (blocks per stage, base width, image side, classes). The test sizes keep
+# each variant's shape (the third stage is the deep one) at CI speed.
+_SIZES = {
+    "resnet50": {"full": (DEPTHS["resnet50"], 64, 224, 1000), "test": ((1, 1, 1, 1), 8, 32, 10)},
+    "resnet101": {"full": (DEPTHS["resnet101"], 64, 224, 1000), "test": ((1, 1, 3, 1), 8, 32, 10)},
+    "resnet152": {"full": (DEPTHS["resnet152"], 64, 224, 1000), "test": ((1, 2, 4, 1), 8, 32, 10)},
+}
 
 _EXPANSION = 4  # bottleneck output channels / inner width
 
@@ -82,7 +88,13 @@ def resnet(depths: tuple[int, ...], num_classes: int = 1000, width: int = 64) ->
 
 def build(batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
           *, pool_size: int = POOL_SIZE) -> Workload:
-    """ResNet-50 training workload: SGD with momentum on `pool_size` synthetic batches on `device`.
+    """ResNet-50 training workload; see `build_variant`."""
+    return build_variant("resnet50", batch, device, size, seed, pool_size=pool_size)
+
+
+def build_variant(variant: str, batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
+                  *, pool_size: int = POOL_SIZE) -> Workload:
+    """ResNet-50/101/152 training workload: SGD with momentum on `pool_size` synthetic batches on `device`.
 
     Args:
         batch: images per iteration.
@@ -93,8 +105,8 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     Returns:
         Workload whose step() runs one iteration and returns the loss tensor (no host sync).
     """
-    check_build_args(batch, size, tuple(_SIZES), pool_size)
-    depths, width, side, classes = _SIZES[size]
+    check_build_args(batch, size, tuple(_SIZES[variant]), pool_size)
+    depths, width, side, classes = _SIZES[variant][size]
     device = torch.device(device)
     generator = torch.Generator().manual_seed(seed)
 
@@ -120,14 +132,14 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         return loss
 
     return Workload(
-        name="resnet50",
+        name=variant,
         step=step,
         samples_per_step=batch,
         throughput_unit="images/s",
         model=model,
         optimizer=optimizer,
         inputs=lambda: [t for pair in pool for t in pair],
-        description=(f"ResNet-50 v1.5 ({size}: depths {depths}, width {width}, 3x{side}x{side} images, "
+        description=(f"{variant} v1.5 ({size}: depths {depths}, width {width}, 3x{side}x{side} images, "
                      f"{classes} classes), SGD momentum 0.9, {pool_size} synthetic batches of {batch}"),
     )
 

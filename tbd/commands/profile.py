@@ -47,7 +47,11 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
             raise UsageError(f"--{name} must be at least 1, got {value}")
     if args.trace_iterations < 0 or (args.warmup is not None and args.warmup < 0):
         raise UsageError("--trace-iterations and --warmup cannot be negative")
-    batch = args.batch if args.batch is not None else registry.model_info(args.model).default_batch
+    info = registry.model_info(args.model)
+    if info.fixed_batch is not None and args.batch not in (None, info.fixed_batch):
+        raise UsageError(f"{args.model} fixes its batch at {info.fixed_batch} per iteration, as the TBD paper ran it",
+                         hint="drop --batch")
+    batch = args.batch if args.batch is not None else info.default_batch
     return RunSpec(model=args.model, framework=args.framework, batch=batch, device=args.device, size=args.size,
                    warmup=args.warmup, iterations=args.iterations, trace_iterations=args.trace_iterations,
                    max_seconds=args.max_seconds, seed=args.seed, threads=args.threads,

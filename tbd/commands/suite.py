@@ -1,0 +1,40 @@
+"""`tbd suite`: every model x framework of the suite, and whether it runs on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+
+from reports.suite import render_suite
+from tbd import registry
+from tbd.commands.common import terminal_width, write
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--framework", choices=registry.FRAMEWORKS, default=None, help="only this framework")
+
+
+def suite_rows(framework: str | None = None) -> list[dict]:
+    """One row per model x framework: the registry's facts and availability here, with the reason."""
+    installed = {fw: registry.framework_installed(fw) for fw in registry.FRAMEWORKS}
+    rows = []
+    for info in registry.MODELS.values():
+        for fw in registry.FRAMEWORKS:
+            if framework and fw != framework:
+                continue
+            if fw not in info.implementations or importlib.util.find_spec(info.implementations[fw]) is None:
+                available, why = False, "not implemented yet"
+            elif not installed[fw]:
+                available, why = False, f"{registry.FRAMEWORK_MODULES[fw]} not installed"
+            else:
+                available, why = True, ""
+            rows.append({"model": info.name, "framework": fw, "application": info.application,
+                         "dominant_layer": info.dominant_layer, "dataset": info.dataset,
+                         "unit": info.throughput_unit, "default_batch": info.default_batch,
+                         "available": available, "why": why})
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    write(render_suite(suite_rows(args.framework), width=terminal_width()))
+    return 0
