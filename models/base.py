@@ -18,7 +18,7 @@ class Workload:
 
     name: str
     step: Callable[[], Any]
-    samples_per_step: int  # samples in one iteration (the batch size for most models)
+    samples_per_step: float  # samples (or units: seconds of audio) in one iteration; the batch for most models
     throughput_unit: str  # unit of the primary throughput, e.g. "images/s", "sentences/s"
     units_per_step: dict[str, float] = field(default_factory=dict)  # e.g. {"tokens/s": 1234.0}
     model: Any = None  # framework module holding the parameters (weights, gradients)

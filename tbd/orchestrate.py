@@ -77,6 +77,8 @@ def _fits(spec: RunSpec, batch: int, scratch: Path) -> bool:
     trial = replace(spec, batch=batch, warmup=1, iterations=1, trace_iterations=0)
     rundir.atomic_write_json(probe / rundir.SPEC, trial.to_dict())
     code = run_child(probe, lambda event: None)
+    if code == EXIT_INTERRUPTED:
+        raise InterruptedRun("interrupted while probing for the largest batch that fits; nothing was written")
     return code == EXIT_OK
 
 

@@ -23,6 +23,7 @@ class ModelInfo:
     default_batch: int
     implementations: dict[str, str]  # framework -> module path providing build()
     fixed_batch: int | None = None  # the model always runs this batch (Faster R-CNN: one image)
+    default_threads: int | None = None  # CPU threads per process unless --threads says otherwise
 
 
 MODELS: dict[str, ModelInfo] = {
@@ -48,7 +49,10 @@ MODELS: dict[str, ModelInfo] = {
         ModelInfo("wgan", "adversarial learning", "CONV", "down-sampled ImageNet (3x64x64)",
                   "images/s", 64, {"pytorch": "models.pytorch.wgan"}),
         ModelInfo("a3c", "deep reinforcement learning", "CONV", "Atari 2600 (4x84x84 frames)",
-                  "frames/s", 20, {"pytorch": "models.pytorch.a3c"}),
+                  "frames/s", 20, {"pytorch": "models.pytorch.a3c"},
+                  # Each A3C worker acts on one frame at a time: one thread per process, as the
+                  # paper's CPU workers ran; OpenMP threads only contend with the other workers.
+                  default_threads=1),
     )
 }
 

@@ -159,7 +159,7 @@ def test_deeper_resnets_are_registered_builders(variant, params):
     build = load_builder(variant, "pytorch")
     wl = build(batch=8, device="cpu", size="test", seed=0, pool_size=1)
     assert wl.name == variant
-    losses = [float(wl.step()) for _ in range(10)]
+    losses = [float(wl.step().detach()) for _ in range(10)]
     assert all(map(math.isfinite, losses)) and losses[-1] < losses[0]
     from models.pytorch.resnet50 import DEPTHS, resnet
 

@@ -41,6 +41,7 @@ from torch.nn import functional as F
 
 from models.base import Workload
 from models.pytorch.synthetic import POOL_SIZE, check_build_args, image_batch
+from tbd.errors import UsageError
 
 #: Per-stage block settings of torchvision's Inception3: InceptionA's pool-branch widths
 #: (Mixed_5b..5d), InceptionC's 7x7-branch widths (Mixed_6b..6e), and the number of InceptionE
@@ -195,8 +196,9 @@ class InceptionAux(nn.Module):
         self.conv0 = BasicConv2d(in_channels, c(128), 1)
         self.conv1 = BasicConv2d(c(128), c(768), 5)
         self.fc = nn.Linear(c(768), num_classes)
-        # torchvision's init stddevs for these two layers (0.1 elsewhere).
-        self.conv1.stddev = 0.01
+        # torchvision's init std for this layer (0.1 elsewhere). torchvision also sets
+        # `stddev = 0.01` on conv1, but on the BasicConv2d wrapper, which its init loop never
+        # reads (it looks at nn.Conv2d modules), so that convolution gets 0.1; we do the same.
         self.fc.stddev = 0.001
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -209,8 +211,8 @@ class Inception3(nn.Module):
 
     Args:
         num_classes: outputs of both classifiers.
-        stages: (InceptionA pool widths, InceptionC 7x7 widths, InceptionE count); FULL_STAGES
-            is the paper's network.
+        stages: (InceptionA pool widths, InceptionC 7x7 widths, InceptionE count), at most
+            (3, 4, 2) blocks; FULL_STAGES is the paper's network.
         width: multiplier on every layer's channel count (1.0 for the paper's network).
     """
 
@@ -228,32 +230,41 @@ class Inception3(nn.Module):
         self.Conv2d_3b_1x1 = BasicConv2d(c(64), c(80), 1)
         self.Conv2d_4a_3x3 = BasicConv2d(c(80), c(192), 3)
         self.maxpool2 = nn.MaxPool2d(3, stride=2)
+        # Blocks are attributes named as in torchvision (Mixed_5b .. Mixed_7c), so module paths
+        # in traces and state dicts read the same; the name lists give the forward order.
+        blocks: list[tuple[str, nn.Module]] = []
         channels = c(192)
-        blocks: list[nn.Module] = []
-        for pool_features in pool_widths:
-            blocks.append(InceptionA(channels, pool_features, c))
-            channels = blocks[-1].out_channels
-        blocks.append(InceptionB(channels, c))
-        channels = blocks[-1].out_channels
-        for channels_7x7 in widths_7x7:
-            blocks.append(InceptionC(channels, channels_7x7, c))
-            channels = blocks[-1].out_channels
-        self.mixed_5_6 = nn.Sequential(*blocks)  # Mixed_5b .. Mixed_6e
+        for letter, pool_features in zip("bcd", pool_widths):
+            blocks.append((f"Mixed_5{letter}", InceptionA(channels, pool_features, c)))
+            channels = blocks[-1][1].out_channels
+        blocks.append(("Mixed_6a", InceptionB(channels, c)))
+        channels = blocks[-1][1].out_channels
+        for letter, channels_7x7 in zip("bcde", widths_7x7):
+            blocks.append((f"Mixed_6{letter}", InceptionC(channels, channels_7x7, c)))
+            channels = blocks[-1][1].out_channels
+        for name, block in blocks:
+            self.add_module(name, block)
+        self._before_aux = [name for name, _ in blocks]
         self.AuxLogits = InceptionAux(channels, num_classes, c)
-        blocks = [InceptionD(channels, c)]
-        for _ in range(blocks_e):
-            blocks.append(InceptionE(blocks[-1].out_channels, c))
-        self.mixed_7 = nn.Sequential(*blocks)  # Mixed_7a .. Mixed_7c
+        after = [("Mixed_7a", InceptionD(channels, c))]
+        for letter in "bc"[:blocks_e]:
+            after.append((f"Mixed_7{letter}", InceptionE(after[-1][1].out_channels, c)))
+        for name, block in after:
+            self.add_module(name, block)
+        self._after_aux = [name for name, _ in after]
         self.dropout = nn.Dropout(0.5)
-        self.fc = nn.Linear(blocks[-1].out_channels, num_classes)
+        self.fc = nn.Linear(after[-1][1].out_channels, num_classes)
 
     def forward(self, x: torch.Tensor):
         x = self.maxpool1(self.Conv2d_2b_3x3(self.Conv2d_2a_3x3(self.Conv2d_1a_3x3(x))))
         x = self.maxpool2(self.Conv2d_4a_3x3(self.Conv2d_3b_1x1(x)))
-        x = self.mixed_5_6(x)
+        for name in self._before_aux:
+            x = getattr(self, name)(x)
         # As in torchvision, the auxiliary head runs only in training mode.
         aux = self.AuxLogits(x) if self.training else None
-        x = torch.flatten(F.adaptive_avg_pool2d(self.mixed_7(x), 1), 1)
+        for name in self._after_aux:
+            x = getattr(self, name)(x)
+        x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
         logits = self.fc(self.dropout(x))
         return (logits, aux) if self.training else logits
 
@@ -263,7 +274,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     """Inception-v3 training workload: RMSProp on `pool_size` synthetic 299x299 batches on `device`.
 
     Args:
-        batch: images per iteration.
+        batch: images per iteration, at least 2 (training-mode BatchNorm on the aux head's 1x1 map).
         device: where the model, optimizer state and batches live ("cpu", "cuda", ...).
         size: "full" (ImageNet-sized Inception-v3) or "test" (narrow, same block types, for CI).
         seed: fixes weight init and data (drawn on the CPU, so identical on every device).
@@ -273,6 +284,11 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         smoothing 0.1) and returns the loss tensor (no host sync).
     """
     check_build_args(batch, size, tuple(_SIZES), pool_size)
+    if batch < 2:
+        # The auxiliary head ends on a 1x1 map, so its conv1 BatchNorm would normalise one value
+        # per channel, which training-mode BatchNorm refuses (torchvision's model has the same limit).
+        raise UsageError(f"inception3 needs a batch of at least 2 images, got {batch}",
+                         hint="the auxiliary classifier's BatchNorm sees one value per channel at batch 1")
     stages, width, side, classes = _SIZES[size]
     device = torch.device(device)
     generator = torch.Generator().manual_seed(seed)

@@ -162,7 +162,11 @@ class Transformer(nn.Module):
 
 
 def sinusoid_table(length: int, d_model: int) -> torch.Tensor:
-    """Positional encodings float32 [length, d_model]: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (§3.5)."""
+    """Positional encodings float32 [length, d_model] of §3.5.
+
+    PE(pos, 2i) = sin(pos / 10000^(2i / d_model)) and PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)),
+    interleaved as the paper writes them (tensor2tensor concatenates the sines then the cosines).
+    """
     position = torch.arange(length, dtype=torch.float64).unsqueeze(1)
     inv_freq = torch.pow(10_000.0, -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     table = torch.zeros(length, d_model, dtype=torch.float64)

@@ -54,7 +54,8 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     batch = args.batch if args.batch is not None else info.default_batch
     return RunSpec(model=args.model, framework=args.framework, batch=batch, device=args.device, size=args.size,
                    warmup=args.warmup, iterations=args.iterations, trace_iterations=args.trace_iterations,
-                   max_seconds=args.max_seconds, seed=args.seed, threads=args.threads,
+                   max_seconds=args.max_seconds, seed=args.seed,
+                   threads=args.threads if args.threads is not None else info.default_threads,
                    memory_limit_bytes=int(args.memory_limit_gib * 2**30) if args.memory_limit_gib else None)
 
 
