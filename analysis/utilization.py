@@ -71,10 +71,19 @@ def unattributed_busy_pct(kernels: KernelTable) -> float:
 
 
 def cpu_util_pct(sample: CpuSample) -> float:
-    """Formula (3): sum over cores of active time / (cores x window wall time) x 100."""
+    """Formula (3): sum over cores of active time / (cores x window wall time) x 100.
+
+    The denominator is the window as the same per-core counters measured it (the sum over cores
+    of every counter field's increase), not the host clock: the kernel's counters advance in ticks
+    (10 ms at USER_HZ 100), so on a short window busy time and a clock-measured window disagree by
+    up to a tick per core (a 100 ms window read 130 %). Counted in the same ticks, the ratio stays
+    within [0, 100] and equals the clock form whenever the window spans many ticks.
+    """
     if sample.wall_ns <= 0 or sample.cores <= 0:
         raise ValueError("CPU sample has no duration or no cores")
-    return 100.0 * float(np.sum(sample.busy_s)) / (sample.cores * sample.wall_ns / 1e9)
+    counted_s = float(np.sum(sample.total_s))
+    denominator = counted_s if counted_s > 0 else sample.cores * sample.wall_ns / 1e9
+    return 100.0 * float(np.sum(sample.busy_s)) / denominator
 
 
 def nvml_busy_pct(sample: NvmlSample) -> float:

@@ -55,6 +55,13 @@ def test_formula_3_cpu_util():
     assert utilization.cpu_util_pct(sample) == pytest.approx(100 * (1.0 + 0.5 + 0.25 + 0.25) / (4 * 2.0))
 
 
+def test_formula_3_counts_the_window_in_the_counters_own_ticks():
+    # a 100 ms window read by 10 ms ticks: 13 ticks elapsed on each core, 12 + 13 of them busy;
+    # against the host clock this would read (0.12 + 0.13) / (2 * 0.1) = 125 %
+    sample = CpuSample(busy_s=np.array([0.12, 0.13]), total_s=np.array([0.13, 0.13]), wall_ns=100_000_000, cores=2)
+    assert utilization.cpu_util_pct(sample) == pytest.approx(100 * (0.12 + 0.13) / (0.13 + 0.13))
+
+
 def test_nvml_mean_and_throughput():
     assert utilization.nvml_busy_pct(NvmlSample(np.array([90.0, 100.0, 80.0]), 0)) == pytest.approx(90.0)
     # 64 samples x 10 iterations in 2.5 s
