@@ -8,7 +8,7 @@ PIP_CONSTRAINT_FLAG := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 MODEL ?= resnet50
 ARGS ?=
 
-.PHONY: setup profile test clean
+.PHONY: setup setup-mxnet setup-tensorflow profile test clean
 
 $(BIN)/tbd: setup.cfg pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,21 @@ $(BIN)/tbd: setup.cfg pyproject.toml $(CONSTRAINTS)
 
 setup: $(BIN)/tbd
 
+# MXNet 1.9 (its last release) does not import with numpy 2: it gets its own environment, whose
+# interpreter runs the MXNet runner child (tbd/frameworks.py). tbd's child-side modules need only
+# numpy and psutil there.
+.venv-mxnet/bin/python:
+	$(PYTHON) -m venv .venv-mxnet
+	.venv-mxnet/bin/pip install --quiet "mxnet==1.9.1" "numpy<1.24" psutil nvidia-ml-py pytest
+
+setup-mxnet: .venv-mxnet/bin/python
+
+.venv-tensorflow/bin/python:
+	$(PYTHON) -m venv .venv-tensorflow
+	.venv-tensorflow/bin/pip install --quiet tensorflow-cpu psutil nvidia-ml-py pytest
+
+setup-tensorflow: .venv-tensorflow/bin/python
+
 profile: setup
 	$(BIN)/tbd profile $(MODEL) --framework pytorch $(ARGS)
 
@@ -26,4 +41,4 @@ test: setup
 	$(BIN)/python -m pytest -q tests
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) .venv-mxnet .venv-tensorflow *.egg-info

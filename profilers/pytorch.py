@@ -173,6 +173,35 @@ def _trace_window(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, 
         shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
+def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) -> None:
+    """The runner child's entry: set torch up, describe the machine, build the workload, profile it."""
+    import torch
+
+    from profilers import host
+    from tbd.registry import load_builder
+
+    setup_torch(torch, spec)
+    device = resolve_device(torch, spec.device)
+    # The profile names the device that ran, and keeps what was asked ("auto") beside it.
+    rundir.atomic_write_json(run_dir / rundir.SPEC,
+                             {**spec.to_dict(), "device": str(device), "device_requested": spec.device})
+    rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT,
+                             host.environment(framework_versions(torch), torch=torch, device=device))
+    progress({"stage": "build", "done": 0, "total": 1})
+    workload = load_builder(spec.model, spec.framework)(batch=spec.batch, device=device, size=spec.size,
+                                                        seed=spec.seed)
+    progress({"stage": "build", "done": 1, "total": 1})
+    run_workload(torch, workload, spec, run_dir, device, state, progress)
+
+
+def versions() -> dict:
+    """Versions `tbd env` shows, without building anything."""
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {**framework_versions(torch), "gpu": gpu}
+
+
 def framework_versions(torch: Any) -> dict:
     """Versions that matter to a reader comparing runs."""
     versions = {"torch": torch.__version__}

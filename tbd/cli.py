@@ -7,7 +7,7 @@ import sys
 import traceback
 
 from tbd import __version__
-from tbd.commands import analyze, kernels, profile, report, suite
+from tbd.commands import analyze, env, kernels, profile, report, suite
 from tbd.errors import TbdError
 
 COMMANDS = {
@@ -15,6 +15,7 @@ COMMANDS = {
     "kernels": (kernels, "rank long kernels with below-average FLOP utilization (the paper's Table V)"),
     "analyze": (analyze, "analyse a PyTorch/Kineto trace that another tool recorded"),
     "report": (report, "render a saved profile.json again"),
+    "env": (env, "show, per framework, whether it is usable, its version, interpreter and GPU"),
     "suite": (suite, "list the suite's models x frameworks and which run on this machine"),
 }
 

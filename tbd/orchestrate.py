@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -20,6 +19,7 @@ from typing import Callable
 from tbd import rundir
 from tbd.collect import profile_from_run_dir
 from tbd.errors import InterruptedRun, OutOfMemoryError, TbdError, UsageError, WorkloadError
+from tbd.frameworks import runtime
 from tbd.profile import PARTIAL, Profile
 from tbd.records import RunSpec
 from tbd.runner import EXIT_INTERRUPTED, EXIT_OK, EXIT_OOM, EXIT_USAGE
@@ -29,7 +29,8 @@ SIGKILL_EXIT = -9  # the kernel's OOM killer ends a process with SIGKILL
 
 
 def _child_command(run_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "tbd.runner", str(run_dir)]
+    spec = rundir.read_json(run_dir / rundir.SPEC, "run spec")
+    return [runtime(spec.get("framework", "pytorch")).python, "-m", "tbd.runner", str(run_dir)]
 
 
 def _child_env() -> dict[str, str]:

@@ -11,6 +11,7 @@ memory, 2 usage error, 1 crash (traceback on stderr, which the parent keeps in w
 
 from __future__ import annotations
 
+import importlib
 import json
 import resource
 import signal
@@ -42,24 +43,11 @@ def run(run_dir: Path) -> int:
     if spec.memory_limit_bytes:
         # Emulates a host with less memory: allocations beyond the cap fail like a real OOM.
         resource.setrlimit(resource.RLIMIT_AS, (spec.memory_limit_bytes, spec.memory_limit_bytes))
+    hook = None
     try:
-        import torch
-
-        from profilers import host, pytorch
-        from tbd.registry import load_builder
-
-        pytorch.setup_torch(torch, spec)
-        device = pytorch.resolve_device(torch, spec.device)
-        # The profile names the device that ran, and keeps what was asked ("auto") beside it.
-        rundir.atomic_write_json(run_dir / rundir.SPEC,
-                                 {**spec.to_dict(), "device": str(device), "device_requested": spec.device})
-        rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT,
-                                 host.environment(pytorch.framework_versions(torch), torch=torch, device=device))
-        _progress({"stage": "build", "done": 0, "total": 1})
-        workload = load_builder(spec.model, spec.framework)(
-            batch=spec.batch, device=device, size=spec.size, seed=spec.seed)
-        _progress({"stage": "build", "done": 1, "total": 1})
-        pytorch.run_workload(torch, workload, spec, run_dir, device, state, _progress)
+        # One framework per child: profilers.<framework> drives the workload and writes raw records.
+        hook = importlib.import_module(f"profilers.{spec.framework}")
+        hook.run(spec, run_dir, state, _progress)
     except KeyboardInterrupt:
         _save_partial(run_dir, state, "interrupted", f"interrupted by the user during {state.stage}")
         return EXIT_INTERRUPTED
@@ -67,9 +55,7 @@ def run(run_dir: Path) -> int:
         _save_partial(run_dir, state, "usage", exc.one_line())
         return EXIT_USAGE
     except BaseException as exc:  # noqa: BLE001 - the parent reports every failure; keep what ran
-        from profilers.pytorch import is_out_of_memory
-
-        if is_out_of_memory(exc):
+        if hook is not None and hook.is_out_of_memory(exc):
             _save_partial(run_dir, state, "oom", f"out of memory during {state.stage}: {str(exc).splitlines()[0]}")
             return EXIT_OOM
         traceback.print_exc()

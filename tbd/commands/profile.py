@@ -7,7 +7,7 @@ from pathlib import Path
 
 from reports.progress import StageProgress
 from reports.terminal import render_profile
-from tbd import registry, rundir
+from tbd import frameworks, registry, rundir
 from tbd.commands.common import stderr_console, terminal_width, write
 from tbd.errors import UsageError
 from tbd.orchestrate import profile_run
@@ -52,6 +52,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         raise UsageError(f"{args.model} fixes its batch at {info.fixed_batch} per iteration, as the TBD paper ran it",
                          hint="drop --batch")
     batch = args.batch if args.batch is not None else info.default_batch
+    frameworks.runtime(args.framework)  # not installed -> one line naming the install command
     return RunSpec(model=args.model, framework=args.framework, batch=batch, device=args.device, size=args.size,
                    warmup=args.warmup, iterations=args.iterations, trace_iterations=args.trace_iterations,
                    max_seconds=args.max_seconds, seed=args.seed,

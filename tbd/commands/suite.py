@@ -6,17 +6,26 @@ import argparse
 import importlib.util
 
 from reports.suite import render_suite
-from tbd import registry
+from tbd import frameworks, registry
 from tbd.commands.common import terminal_width, write
+from tbd.errors import FrameworkMissingError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--framework", choices=registry.FRAMEWORKS, default=None, help="only this framework")
 
 
+def _has_runtime(framework: str) -> bool:
+    try:
+        frameworks.runtime(framework)
+    except FrameworkMissingError:
+        return False
+    return True
+
+
 def suite_rows(framework: str | None = None) -> list[dict]:
     """One row per model x framework: the registry's facts and availability here, with the reason."""
-    installed = {fw: registry.framework_installed(fw) for fw in registry.FRAMEWORKS}
+    installed = {fw: _has_runtime(fw) for fw in registry.FRAMEWORKS}
     rows = []
     for info in registry.MODELS.values():
         for fw in registry.FRAMEWORKS:
