@@ -1,0 +1,137 @@
+"""MXNet memory by category (DESIGN.md "memory by category"): pure, over the hook's records and the dump.
+
+Inputs: raw/memory.json written by profilers.mxnet (schema `RECORDS_SCHEMA`: per traced iteration,
+exact bytes of the arrays tbd can name) and the trace window's `MemoryEvents` from
+profilers.mxnet_trace (MXNet's "Device Storage" counters: live bytes allocated through MXNet's
+storage since the profiler started, per device; no addresses, no operator tags).
+
+Categories, as the paper's memory profiler summed them (each the max over traced iterations):
+- weights: Σ bytes of every parameter's data arrays (block.collect_params()).
+- gradients: Σ bytes of the gradient arrays of parameters with grad_req != 'null'.
+- dynamic: optimizer state (Σ bytes of the trainer's updater states) + the input pool.
+- feature_maps, workspace: null. MXNet 1.9's dump gives only per-device storage totals, so
+  tensors kept for backward, operators' transient buffers and other temporaries (activation
+  gradients, the loss) cannot be told apart; their sum is measured (the counter's rise) and
+  shown as at_peak["unattributed"].
+
+Allocator peak: the arrays above exist before tracing starts, so MXNet's counter never sees them;
+they are a constant baseline (exact bytes). allocator_peak = baseline + the counter's highest
+rise in the window over its level at the window start. at_peak = the baseline's categories plus
+`unattributed` = that rise, so the parts add up to allocator_peak exactly. Live bytes allocated
+before the window by other tensors (the counter's level at the window start) are not counted,
+and `reasons["at_peak"]` says how many there were.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tbd.errors import ResultFormatError
+from tbd.profile import MEMORY_CATEGORIES, Memory
+from tbd.records import MemoryEvents, TraceRecords
+
+RECORDS_SCHEMA = "tbd.mxnet_memory_records/1"  # written by profilers.mxnet
+_FIELDS = (("weights", "weights_bytes"), ("gradients", "gradients_bytes"),
+           ("optimizer_state", "optimizer_state_bytes"), ("inputs", "input_bytes"))
+_UNSPLIT = ("MXNet 1.9's profiler records per-device storage totals without addresses or operator tags, "
+            "so tensors kept for backward, operators' transient buffers and other temporaries cannot be "
+            "told apart; their sum is in at_peak['unattributed']")
+
+
+def memory_breakdown(records: dict | None, trace: TraceRecords | None) -> Memory:
+    """Memory by category in bytes (module docstring gives every rule).
+
+    records: the hook's raw/memory.json dict, or None (a dump analysed on its own).
+    trace: the trace window's records (for the storage counters), or None.
+    """
+    reasons: dict[str, str] = {"feature_maps": _UNSPLIT, "workspace": _UNSPLIT}
+    parts = _exact_parts(records, reasons)
+    weights, gradients = parts["weights"], parts["gradients"]
+    dynamic = None
+    if parts["optimizer_state"] is not None or parts["inputs"] is not None:
+        dynamic = (parts["optimizer_state"] or 0) + (parts["inputs"] or 0)
+        left_out = [k for k in ("optimizer_state", "inputs") if parts[k] is None]
+        reasons["dynamic"] = ("optimizer state + inputs only: other in-iteration allocations are in "
+                              "at_peak['unattributed']" + "".join(f"; leaves out {k}: {reasons[k]}" for k in left_out))
+    else:
+        reasons["dynamic"] = reasons.get("optimizer_state") or "no memory records"
+    for k in ("optimizer_state", "inputs"):
+        reasons.pop(k, None)
+    at_peak: dict[str, int | None] = {c: None for c in (*MEMORY_CATEGORIES, "unattributed")}
+    rise, before, why = _counter_rise(records, trace)
+    if rise is None or records is None:
+        reasons["allocator_peak"] = reasons["at_peak"] = why if rise is None else "no memory records: no baseline"
+        return Memory(weights, gradients, None, None, dynamic, None, at_peak, reasons)
+    at_peak.update(weights=weights, gradients=gradients, dynamic=dynamic)
+    baseline = sum(v for v in (weights, gradients, dynamic) if v is not None)
+    allocator_peak = baseline + rise
+    at_peak["unattributed"] = rise
+    reasons["at_peak"] = ("weights, gradients, optimizer state and inputs are held from before tracing (exact "
+                          f"array sizes, {baseline} B) and added to allocator_peak; unattributed = the storage "
+                          "counter's peak rise in the window (feature maps, workspace, temporaries)")
+    if before:
+        reasons["at_peak"] += f"; {before} B allocated since tracing began and live at the window start are not counted"
+    return Memory(weights, gradients, None, None, dynamic, allocator_peak, at_peak, reasons)
+
+
+def _exact_parts(records: dict | None, reasons: dict) -> dict[str, int | None]:
+    """Max over iterations of each exact field; None with a reason where not recorded."""
+    if records is None:
+        for cat, _ in _FIELDS:
+            reasons[cat] = "no memory records: the dump alone does not say which arrays are which"
+        return {cat: None for cat, _ in _FIELDS}
+    _check(records)
+    out: dict[str, int | None] = {}
+    its = records["iterations"]
+    for cat, key in _FIELDS:
+        values = [it.get(key) for it in its]
+        if not values or any(v is None for v in values):
+            reasons[cat] = records["reasons"].get(cat) or ("no traced iterations were recorded" if not values
+                                                            else f"{key} was not recorded")
+            out[cat] = None
+        else:
+            out[cat] = int(max(values))
+    for cat in ("weights", "gradients"):
+        if out[cat] is not None:
+            reasons.pop(cat, None)
+    return out
+
+
+def _check(records) -> None:
+    if not isinstance(records, dict) or records.get("schema") != RECORDS_SCHEMA:
+        raise ResultFormatError(f"MXNet memory records are not of schema {RECORDS_SCHEMA!r}")
+    if not isinstance(records.get("iterations"), list) or not isinstance(records.get("reasons"), dict):
+        raise ResultFormatError("MXNet memory records need an 'iterations' list and a 'reasons' object")
+    for i, it in enumerate(records["iterations"]):
+        if not isinstance(it, dict):
+            raise ResultFormatError(f"MXNet memory records iteration {i} is not an object")
+        for _, key in _FIELDS:
+            v = it.get(key)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise ResultFormatError(f"MXNet memory records iteration {i}: {key} is not a byte count")
+
+
+def _counter_rise(records: dict | None, trace: TraceRecords | None) -> tuple[int | None, int, str]:
+    """(highest rise of the device's storage counter in the window over its start level, that start
+    level, reason when unmeasured)."""
+    if trace is None:
+        return None, 0, "no trace"
+    device = int(records.get("device_index", -1)) if records is not None else (
+        -1 if trace.device_kind == "cpu" else None)
+    mem: MemoryEvents | None = trace.memory
+    if mem is None or len(mem) == 0:
+        return None, 0, "the dump has no storage counters (record with profile_memory=True)"
+    dev = np.asarray(mem.device)
+    if device is None:
+        gpu = dev[dev >= 0]
+        device = int(np.bincount(gpu).argmax()) if len(gpu) else -1
+    keep = np.flatnonzero(dev == device)
+    ts, total = np.asarray(mem.ts_ns)[keep], np.asarray(mem.total_allocated)[keep]
+    order = np.argsort(ts, kind="stable")
+    ts, total = ts[order], total[order]
+    inside = (ts >= trace.window_start_ns) & (ts <= trace.window_end_ns)
+    if not inside.any():
+        return None, 0, f"no storage counter events for device {device} in the trace window"
+    earlier = total[ts < trace.window_start_ns]
+    before = int(earlier[-1]) if len(earlier) else 0
+    return max(int(total[inside].max()) - before, 0), before, ""

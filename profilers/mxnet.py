@@ -1,0 +1,421 @@
+"""The MXNet hook: drives a Gluon Workload through tbd's stages and records raw data in the run dir.
+
+Runs in the runner child under .venv-mxnet (MXNet 1.9.1 needs numpy < 1.24). Same stages as
+profilers/pytorch.py: warm-up until stable, a timing window (per-core CPU counters, NVML on a
+GPU), then a trace window under MXNet's own profiler. MXNet is asynchronous: the engine queues
+operators, so the synchronize hook is `mx.nd.waitall()` and every window ends with it.
+
+What is written, besides the shared records (spec, environment, workload, iterations, cpu, nvml,
+gemm): RUN_DIR/trace.json.gz (the profiler's dump, each traced iteration marked by a
+"ProfilerStep#N" Task in the "tbd" domain), raw/mxnet_shapes.json (operand shapes of every
+Convolution / FullyConnected call per traced iteration, logged by Gluon forward hooks, because
+the dump records none) and raw/memory.json (exact bytes of parameters, gradients, optimizer
+state and the input pool; schema `MEMORY_SCHEMA`, read by analysis/memory_mxnet.py).
+
+Backward bulking is switched off (MXNET_EXEC_BULK_EXEC_TRAIN=0, for the whole run so timed and
+traced iterations run alike): with it on, autograd's backward operators show in the dump as one
+"ImperativeBulk" event and cannot be named or given FLOPs. NVTX ranges are not emitted: MXNet
+has its own profiler and no NVTX annotation in 1.9.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tbd import rundir
+from tbd.records import RunSpec
+from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_timing_window, run_trace_window, run_warmup
+
+MEMORY_SCHEMA = "tbd.mxnet_memory_records/1"
+SHAPES = "raw/mxnet_shapes.json"
+_BULK_ENV = "MXNET_EXEC_BULK_EXEC_TRAIN"
+
+
+def versions() -> dict:
+    """MXNet and numpy versions from package metadata (imports neither)."""
+    from importlib import metadata
+
+    out = {}
+    for dist, key in (("mxnet", "mxnet"), ("numpy", "numpy")):
+        try:
+            out[key] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[key] = None
+    return out
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for MemoryError and MXNet's allocation failures (MXNetError "out of memory" texts)."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc).lower()
+    return "out of memory" in text or "cudaerrormemoryallocation" in text or "failed to allocate" in text
+
+
+def resolve_device(mx: Any, requested: str) -> tuple[Any, str]:
+    """(mx.Context, tbd device name): "auto" is gpu(0) when MXNet sees a GPU, else the CPU."""
+    from tbd.errors import UsageError
+
+    gpus = mx.context.num_gpus()
+    if requested == "auto":
+        return (mx.gpu(0), "cuda:0") if gpus > 0 else (mx.cpu(), "cpu")
+    if requested == "cpu":
+        return mx.cpu(), "cpu"
+    if requested == "cuda" or requested.startswith("cuda:"):
+        index_text = requested.partition(":")[2] or "0"
+        if not index_text.isdigit():
+            raise UsageError(f"unknown device '{requested}'", hint="use auto, cpu, cuda or cuda:N")
+        index = int(index_text)
+        if index >= gpus:
+            raise UsageError(f"device '{requested}' requested but MXNet sees {gpus} GPU(s)",
+                             hint="use --device cpu, or install a CUDA build of mxnet (mxnet-cu1xx)")
+        return mx.gpu(index), f"cuda:{index}"
+    raise UsageError(f"unknown device '{requested}'", hint="use auto, cpu, cuda or cuda:N")
+
+
+def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) -> None:
+    """Build the workload and run every stage, writing raw records; `state` keeps what ran."""
+    bulk_note = _disable_backward_bulking()
+    if spec.threads:
+        # MXNet's CPU operators use OpenMP; the thread count is read when the library loads.
+        os.environ.setdefault("OMP_NUM_THREADS", str(spec.threads))
+    import mxnet as mx
+    import numpy as np
+
+    from profilers import host
+    from tbd.registry import load_builder
+
+    mx.random.seed(spec.seed)
+    np.random.seed(spec.seed)
+    ctx, device = resolve_device(mx, spec.device)
+    rundir.atomic_write_json(run_dir / rundir.SPEC, {**spec.to_dict(), "device": device,
+                                                     "device_requested": spec.device})
+    rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT, _environment(host, spec, ctx))
+    if bulk_note:
+        state.notes.append(bulk_note)
+    progress({"stage": "build", "done": 0, "total": 1})
+    workload = load_builder(spec.model, "mxnet")(batch=spec.batch, device=ctx, size=spec.size, seed=spec.seed)
+    progress({"stage": "build", "done": 1, "total": 1})
+    try:
+        _run_stages(mx, workload, spec, run_dir, ctx, state, progress)
+    finally:
+        if workload.close is not None:
+            workload.close()
+
+
+def _disable_backward_bulking() -> str | None:
+    """Set MXNET_EXEC_BULK_EXEC_TRAIN=0 before MXNet reads it; a note if that was too late."""
+    import sys
+
+    if _BULK_ENV in os.environ and os.environ[_BULK_ENV] != "0":
+        return (f"{_BULK_ENV}={os.environ[_BULK_ENV]} was set by the user: backward operators may show "
+                "as ImperativeBulk events without names or FLOPs")
+    os.environ[_BULK_ENV] = "0"
+    if "mxnet" in sys.modules:
+        return (f"mxnet was imported before the hook set {_BULK_ENV}=0: backward operators may show as "
+                "ImperativeBulk events without names or FLOPs")
+    return None
+
+
+def _environment(host: Any, spec: RunSpec, ctx: Any) -> dict:
+    env = host.environment(versions())
+    cpu = env["cpu"]
+    if spec.threads:
+        cpu["threads_in_use"] = min(int(spec.threads), cpu["cores_available"] or cpu["cores_logical"])
+    if ctx.device_type == "gpu":
+        env["gpu"], env["gpu_reason"] = _gpu_facts(ctx.device_id), None
+    else:
+        env["gpu_reason"] = "the run used device cpu"
+    return env
+
+
+def _gpu_facts(index: int) -> dict:
+    """What NVML says about GPU `index` (MXNet 1.9 has no device-properties API)."""
+    from profilers import nvml as _nvml
+
+    facts = _nvml.nvml_device_facts(index)
+    gpu: dict = {"name": None, "index": index, "uuid": None, "compute_capability": None, "sm_count": None,
+                 "memory_bytes": None, "max_sm_clock_hz": facts.get("max_sm_clock_hz"),
+                 "clock_source": "nvmlDeviceGetMaxClockInfo(NVML_CLOCK_SM)" if facts.get("max_sm_clock_hz") else None,
+                 "driver": facts.get("driver"), "cuda": None, "nvml_reason": facts.get("nvml_reason"),
+                 "sm_count_reason": "neither MXNet 1.9 nor NVML reports the SM count"}
+    lib, _ = _nvml.load_nvml()
+    if lib is None:
+        return gpu
+    try:
+        handle, _ = _nvml.device_handle(lib, index, None)
+        name = lib.nvmlDeviceGetName(handle)
+        gpu["name"] = name.decode() if isinstance(name, bytes) else str(name)
+        gpu["memory_bytes"] = int(lib.nvmlDeviceGetMemoryInfo(handle).total)
+        uuid = lib.nvmlDeviceGetUUID(handle)
+        gpu["uuid"] = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        gpu["compute_capability"] = list(lib.nvmlDeviceGetCudaComputeCapability(handle))
+    except Exception as exc:  # noqa: BLE001 - a fact NVML cannot give stays None, with its reason
+        gpu["nvml_reason"] = f"NVML query failed: {exc}"
+    finally:
+        lib.nvmlShutdown()
+    return gpu
+
+
+def _nbytes(arr: Any) -> int:
+    import numpy as np
+
+    return int(arr.size) * int(np.dtype(arr.dtype).itemsize)
+
+
+def _flat_arrays(obj: Any) -> list:
+    """NDArrays inside an updater state (an NDArray, None, or nested tuples/lists of them)."""
+    if obj is None:
+        return []
+    if isinstance(obj, (tuple, list)):
+        return [a for o in obj for a in _flat_arrays(o)]
+    return [obj] if hasattr(obj, "shape") and hasattr(obj, "dtype") else []
+
+
+def memory_snapshot(model: Any, trainer: Any, inputs: Any) -> dict:
+    """Exact bytes of the tensors tbd can name: parameters, their gradients, optimizer state, inputs.
+
+    Each array is counted once (by its handle), as the paper's memory profiler summed them.
+    """
+    seen: set = set()
+
+    def total(arrays: list) -> int:
+        out = 0
+        for a in arrays:
+            key = getattr(getattr(a, "handle", None), "value", None) or id(a)
+            if key not in seen:
+                seen.add(key)
+                out += _nbytes(a)
+        return out
+
+    out: dict = {"weights_bytes": None, "gradients_bytes": None, "optimizer_state_bytes": None, "input_bytes": None}
+    if model is not None:
+        params = list(model.collect_params().values())
+        out["weights_bytes"] = total([a for p in params for a in p.list_data()])
+        out["gradients_bytes"] = total([a for p in params if p.grad_req != "null" for a in p.list_grad()])
+    if trainer is not None and getattr(trainer, "_updaters", None) is not None:
+        out["optimizer_state_bytes"] = total([a for u in trainer._updaters for s in u.states.values()
+                                              for a in _flat_arrays(s)])
+    if inputs is not None:
+        out["input_bytes"] = total(list(inputs()))
+    return out
+
+
+def _workload_record(workload: Any) -> dict:
+    params = None
+    if workload.model is not None:
+        params = int(sum(int(p.data().size) for p in workload.model.collect_params().values()))
+    return {"name": workload.name, "samples_per_step": workload.samples_per_step,
+            "throughput_unit": workload.throughput_unit, "units_per_step": dict(workload.units_per_step),
+            "parameters": params, "description": workload.description}
+
+
+def _write_iterations(run_dir: Path, state: LoopState) -> None:
+    rundir.atomic_write_json(run_dir / rundir.ITERATIONS,
+                             {**rundir.iteration_log_to_json(state.iteration_log()), "notes": state.notes})
+
+
+def _run_stages(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, state: LoopState,
+                progress: ProgressFn) -> None:
+    from profilers.cpu import CpuWindow
+
+    is_gpu = ctx.device_type == "gpu"
+    synchronize = mx.nd.waitall  # MXNet's engine is asynchronous on the CPU too
+    hooks = LoopHooks(step=workload.step, synchronize=synchronize, samples_counter=workload.samples_counter)
+    deadline_ns = hooks.clock() + int(spec.max_seconds * 1e9)
+    rundir.atomic_write_json(run_dir / rundir.WORKLOAD, _workload_record(workload))
+
+    run_warmup(hooks, spec, state, deadline_ns, progress=progress)
+    _write_iterations(run_dir, state)
+
+    cpu = CpuWindow()
+    nvml = None
+    if is_gpu:
+        from profilers.nvml import NvmlSampler
+
+        nvml = NvmlSampler(ctx.device_id)
+    synchronize()
+    cpu.start()
+    if nvml is not None:
+        nvml.start()
+    try:
+        run_timing_window(hooks, spec.iterations, state, deadline_ns, progress=progress)
+    finally:
+        cpu_sample = cpu.stop()
+        nvml_sample = nvml.stop() if nvml is not None else None
+        rundir.atomic_write_json(run_dir / rundir.CPU, rundir.cpu_sample_to_json(cpu_sample))
+        if nvml_sample is not None:
+            rundir.atomic_write_json(run_dir / rundir.NVML, rundir.nvml_sample_to_json(nvml_sample))
+        elif nvml is not None:
+            state.notes.append(f"NVML: {nvml.reason}")
+        _write_iterations(run_dir, state)
+
+    if spec.trace_iterations > 0:
+        _trace_window(mx, workload, spec, run_dir, ctx, hooks, state, progress)
+        _write_iterations(run_dir, state)
+
+    progress({"stage": "gemm", "done": 0, "total": 1})
+    rundir.atomic_write_json(run_dir / rundir.GEMM, measured_gemm_ceiling(mx, ctx, n=4096 if is_gpu else 2048))
+    progress({"stage": "gemm", "done": 1, "total": 1})
+
+
+class ShapeLog:
+    """Operand shapes of Convolution / FullyConnected calls per traced step, via Gluon forward hooks."""
+
+    def __init__(self, model: Any, inputs: Any):
+        self.steps: dict[str, list] = {}
+        self._step: int | None = None
+        self._handles: list = []
+        self._inputs = inputs
+        self._input_keys: set = set()
+        if model is not None:
+            self._attach(model)
+
+    def _attach(self, block: Any) -> None:
+        from mxnet.gluon import nn
+
+        kinds = [(getattr(nn, "Dense"), self._dense)]
+        conv = getattr(getattr(nn, "conv_layers", None), "_Conv", None)
+        if conv is not None:
+            kinds.append((conv, self._conv))
+        stack = [block]
+        while stack:
+            b = stack.pop()
+            for cls, fn in kinds:
+                if isinstance(b, cls):
+                    self._handles.append(b.register_forward_hook(fn))
+            stack.extend(b._children.values())
+
+    @contextlib.contextmanager
+    def step(self, number: int):
+        """Log the calls made inside this block as ProfilerStep `number`."""
+        self._step = number
+        self.steps[str(number)] = []
+        self._input_keys = {getattr(a.handle, "value", id(a)) for a in (self._inputs() if self._inputs else [])}
+        try:
+            yield
+        finally:
+            self._step = None
+
+    def close(self) -> None:
+        for h in self._handles:
+            h.detach()
+        self._handles = []
+
+    def _needs_grad(self, x: Any) -> bool:
+        # The input pool's arrays carry no autograd history: their gradient is never computed.
+        return not (getattr(x.handle, "value", id(x)) in self._input_keys and x.grad is None)
+
+    def _conv(self, block: Any, inputs: Any, output: Any) -> None:
+        if self._step is None or not hasattr(inputs[0], "shape"):
+            return
+        kw = block._kwargs
+        x = inputs[0]
+        self.steps[str(self._step)].append({
+            "op": "Convolution", "input": list(x.shape), "weight": list(block.weight.shape),
+            "output": list(output.shape), "stride": list(kw["stride"]), "pad": list(kw["pad"]),
+            "dilate": list(kw["dilate"]), "groups": int(kw["num_group"]), "bias": not kw["no_bias"],
+            "input_grad": self._needs_grad(x), "dtype": str(x.dtype.__name__ if hasattr(x.dtype, "__name__") else x.dtype)})
+
+    def _dense(self, block: Any, inputs: Any, output: Any) -> None:
+        if self._step is None or not hasattr(inputs[0], "shape"):
+            return
+        x = inputs[0]
+        self.steps[str(self._step)].append({
+            "op": "FullyConnected", "input": list(x.shape), "weight": list(block.weight.shape),
+            "output": list(output.shape), "input_grad": self._needs_grad(x),
+            "dtype": str(x.dtype.__name__ if hasattr(x.dtype, "__name__") else x.dtype)})
+
+
+def _trace_window(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, hooks: LoopHooks,
+                  state: LoopState, progress: ProgressFn) -> None:
+    from profilers.mxnet_trace import SHAPES_SCHEMA
+
+    tmp_dir = Path(tempfile.mkdtemp(prefix=".trace-", dir=run_dir))
+    dump = tmp_dir / "mxnet_profile.json"
+    # One lead-in step under the profiler, unmarked: its first step carries the start-up cost.
+    lead_in = 1
+    domain = mx.profiler.Domain("tbd")
+    shapes = ShapeLog(workload.model, workload.inputs)
+    snapshots: list[dict] = []
+
+    @contextlib.contextmanager
+    def around_step(i: int):
+        number = lead_in + i  # numbered as torch.profiler numbers them: lead-in steps first
+        task = mx.profiler.Task(domain, f"ProfilerStep#{number}")
+        task.start()
+        with shapes.step(number):
+            yield
+        task.stop()
+        snapshots.append({"step": number, **memory_snapshot(workload.model, workload.optimizer, workload.inputs)})
+
+    # Operators (imperative and symbolic) and storage counters; C-API call events are left out:
+    # they are most of the dump's size and tbd reads none of them.
+    mx.profiler.set_config(profile_symbolic=True, profile_imperative=True, profile_memory=True, profile_api=False,
+                           aggregate_stats=False, continuous_dump=False, filename=str(dump))
+    try:
+        mx.profiler.set_state("run")
+        try:
+            run_trace_window(hooks, spec.trace_iterations, state, around_step=around_step,
+                             after_step=lambda: None, progress=progress, lead_in=lead_in)
+        finally:
+            mx.nd.waitall()
+            mx.profiler.set_state("stop")
+            shapes.close()
+        mx.profiler.dump()
+        rundir.atomic_write_json(run_dir / SHAPES, {"schema": SHAPES_SCHEMA, "steps": shapes.steps})
+        rundir.atomic_write_json(run_dir / rundir.MEMORY, _memory_records(ctx, snapshots, workload))
+        if dump.exists():
+            rundir.atomic_write_bytes(run_dir / rundir.TRACE, gzip.compress(dump.read_bytes(), compresslevel=6))
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+def _memory_records(ctx: Any, snapshots: list[dict], workload: Any) -> dict:
+    reasons = {}
+    for key, what, attr in (("weights", "no model (Gluon Block) given", "model"),
+                            ("gradients", "no model (Gluon Block) given", "model"),
+                            ("optimizer_state", "no gluon.Trainer given", "optimizer"),
+                            ("inputs", "the workload does not expose its input pool", "inputs")):
+        if getattr(workload, attr) is None:
+            reasons[key] = what
+    return {"schema": MEMORY_SCHEMA, "device_index": ctx.device_id if ctx.device_type == "gpu" else -1,
+            "iterations": snapshots, "reasons": reasons}
+
+
+def measured_gemm_ceiling(mx: Any, ctx: Any, n: int = 2048, repeats: int = 5) -> dict:
+    """Best achieved FLOP/s of an n x n float32 mx.nd.dot on `ctx` (2 n^3 FLOPs, as profilers/gemm.py).
+
+    Returns the keys profilers/gemm.py writes: flops_per_s, n, seconds, repeats, matmuls_per_repeat,
+    dtype, device.
+    """
+    if n <= 0 or repeats <= 0:
+        raise ValueError(f"n and repeats must be positive, got n={n}, repeats={repeats}")
+    a = mx.nd.random.uniform(shape=(n, n), ctx=ctx, dtype="float32")
+    b = mx.nd.random.uniform(shape=(n, n), ctx=ctx, dtype="float32")
+    out = mx.nd.empty((n, n), ctx=ctx, dtype="float32")
+    mx.nd.dot(a, b, out=out)  # warm-up: library init, caches
+    mx.nd.waitall()
+    t0 = time.perf_counter()
+    mx.nd.dot(a, b, out=out)  # calibration: how many dots fill 20 ms (as profilers/gemm.py)
+    mx.nd.waitall()
+    inner = max(1, math.ceil(0.02 / max(time.perf_counter() - t0, 1e-9)))
+    best = math.inf
+    for _ in range(repeats):
+        mx.nd.waitall()
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            mx.nd.dot(a, b, out=out)
+        mx.nd.waitall()
+        best = min(best, (time.perf_counter() - t0) / inner)
+    return {"flops_per_s": 2.0 * n**3 / best, "n": n, "seconds": best, "repeats": repeats,
+            "matmuls_per_repeat": inner, "dtype": "float32",
+            "device": "cpu" if ctx.device_type == "cpu" else f"cuda:{ctx.device_id}"}
