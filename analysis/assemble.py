@@ -99,6 +99,9 @@ def nvml_busy(nvml: NvmlSample | None, reason: str) -> Value:
 def cpu_util(cpu: CpuSample | None, reason: str) -> Value:
     if cpu is None:
         return Value.null(reason)
+    too_short = utilization.cpu_window_too_short(cpu)
+    if too_short:
+        return Value.null(too_short)
     return Value(utilization.cpu_util_pct(cpu))
 
 

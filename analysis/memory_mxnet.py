@@ -19,7 +19,9 @@ they are a constant baseline (exact bytes). allocator_peak = baseline + the coun
 rise in the window over its level at the window start. at_peak = the baseline's categories plus
 `unattributed` = that rise, so the parts add up to allocator_peak exactly. Live bytes allocated
 before the window by other tensors (the counter's level at the window start) are not counted,
-and `reasons["at_peak"]` says how many there were.
+and `reasons["at_peak"]` says how many there were. A hybridized block with static_alloc=True
+allocates its activations and workspace once, at its first call, before tracing: the hook says
+so in records["reasons"]["at_peak"], passed on as reasons["at_peak"] and ["allocator_peak"].
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ def memory_breakdown(records: dict | None, trace: TraceRecords | None) -> Memory
                           "counter's peak rise in the window (feature maps, workspace, temporaries)")
     if before:
         reasons["at_peak"] += f"; {before} B allocated since tracing began and live at the window start are not counted"
+    if records["reasons"].get("at_peak"):
+        # The hook's own caveat (static_alloc buffers made before tracing) applies to the peak too.
+        reasons["at_peak"] += "; " + records["reasons"]["at_peak"]
+        reasons["allocator_peak"] = records["reasons"]["at_peak"]
     return Memory(weights, gradients, None, None, dynamic, allocator_peak, at_peak, reasons)
 
 

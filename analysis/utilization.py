@@ -70,6 +70,21 @@ def unattributed_busy_pct(kernels: KernelTable) -> float:
     return 100.0 * float(kernels.dur_ns[~np.isfinite(kernels.flops)].sum()) / float(total)
 
 
+#: Linux's per-core counters advance in 10 ms ticks (USER_HZ 100). A window must span at least this
+#: many of them per core for formula (3) to be within ~10 %; shorter windows are not measured.
+MIN_TICKS_PER_CORE = 10
+TICK_S = 0.01
+
+
+def cpu_window_too_short(sample: CpuSample) -> str | None:
+    """Why the per-core counters cannot measure this window, or None when they can."""
+    counted_s = float(np.sum(sample.total_s)) / max(sample.cores, 1)
+    if counted_s < MIN_TICKS_PER_CORE * TICK_S:
+        return (f"the timing window ({sample.wall_ns / 1e6:.0f} ms) is shorter than {MIN_TICKS_PER_CORE} ticks of "
+                f"the per-core CPU counters ({MIN_TICKS_PER_CORE * TICK_S * 1e3:.0f} ms); use more --iterations")
+    return None
+
+
 def cpu_util_pct(sample: CpuSample) -> float:
     """Formula (3): sum over cores of active time / (cores x window wall time) x 100.
 

@@ -12,16 +12,20 @@ Convolution / FullyConnected call per traced iteration, logged by Gluon forward 
 the dump records none) and raw/memory.json (exact bytes of parameters, gradients, optimizer
 state and the input pool; schema `MEMORY_SCHEMA`, read by analysis/memory_mxnet.py).
 
-Backward bulking is switched off (MXNET_EXEC_BULK_EXEC_TRAIN=0, for the whole run so timed and
-traced iterations run alike): with it on, autograd's backward operators show in the dump as one
-"ImperativeBulk" event and cannot be named or given FLOPs. NVTX ranges are not emitted: MXNet
+Operator bulking is switched off (MXNET_EXEC_BULK_EXEC_TRAIN=0 and the cached graph's
+MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_FWD/BWD=0, for the whole run so timed and traced iterations
+run alike): with it on, autograd's backward operators (and all operators of a hybridized block)
+show in the dump as "ImperativeBulk" events and cannot be named or given FLOPs. Shapes of a
+hybridized block's operators come from its cached graph's shape inference. NVTX ranges are not emitted: MXNet
 has its own profiler and no NVTX annotation in 1.9.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import gzip
+import json
 import math
 import os
 import shutil
@@ -35,8 +39,10 @@ from tbd.records import RunSpec
 from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_timing_window, run_trace_window, run_warmup
 
 MEMORY_SCHEMA = "tbd.mxnet_memory_records/1"
-SHAPES = "raw/mxnet_shapes.json"
-_BULK_ENV = "MXNET_EXEC_BULK_EXEC_TRAIN"
+SHAPES = rundir.MXNET_SHAPES
+# Imperative autograd reads the first, hybridized blocks' cached graphs the other two.
+_BULK_ENVS = ("MXNET_EXEC_BULK_EXEC_TRAIN", "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_FWD",
+              "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_BWD")
 
 
 def versions() -> dict:
@@ -112,16 +118,18 @@ def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) ->
 
 
 def _disable_backward_bulking() -> str | None:
-    """Set MXNET_EXEC_BULK_EXEC_TRAIN=0 before MXNet reads it; a note if that was too late."""
+    """Switch operator bulking off before MXNet reads its settings; a note if that failed."""
     import sys
 
-    if _BULK_ENV in os.environ and os.environ[_BULK_ENV] != "0":
-        return (f"{_BULK_ENV}={os.environ[_BULK_ENV]} was set by the user: backward operators may show "
-                "as ImperativeBulk events without names or FLOPs")
-    os.environ[_BULK_ENV] = "0"
+    user = [f"{k}={os.environ[k]}" for k in _BULK_ENVS if os.environ.get(k, "0") != "0"]
+    if user:
+        return (f"{', '.join(user)} set by the user: bulked operators show as ImperativeBulk events "
+                "without names or FLOPs")
+    for k in _BULK_ENVS:
+        os.environ[k] = "0"
     if "mxnet" in sys.modules:
-        return (f"mxnet was imported before the hook set {_BULK_ENV}=0: backward operators may show as "
-                "ImperativeBulk events without names or FLOPs")
+        return ("mxnet was imported before the hook switched operator bulking off: operators may show "
+                "as ImperativeBulk events without names or FLOPs")
     return None
 
 
@@ -289,6 +297,11 @@ class ShapeLog:
         stack = [block]
         while stack:
             b = stack.pop()
+            if getattr(b, "_active", False):
+                # A hybridized block runs as one cached graph: its children's hooks never fire, so
+                # its operators' shapes come from the graph's own shape inference.
+                self._handles.append(b.register_forward_hook(self._hybrid))
+                continue
             for cls, fn in kinds:
                 if isinstance(b, cls):
                     self._handles.append(b.register_forward_hook(fn))
@@ -323,7 +336,7 @@ class ShapeLog:
             "op": "Convolution", "input": list(x.shape), "weight": list(block.weight.shape),
             "output": list(output.shape), "stride": list(kw["stride"]), "pad": list(kw["pad"]),
             "dilate": list(kw["dilate"]), "groups": int(kw["num_group"]), "bias": not kw["no_bias"],
-            "input_grad": self._needs_grad(x), "dtype": str(x.dtype.__name__ if hasattr(x.dtype, "__name__") else x.dtype)})
+            "input_grad": self._needs_grad(x), "dtype": _dtype_name(x)})
 
     def _dense(self, block: Any, inputs: Any, output: Any) -> None:
         if self._step is None or not hasattr(inputs[0], "shape"):
@@ -333,6 +346,56 @@ class ShapeLog:
             "op": "FullyConnected", "input": list(x.shape), "weight": list(block.weight.shape),
             "output": list(output.shape), "input_grad": self._needs_grad(x),
             "dtype": str(x.dtype.__name__ if hasattr(x.dtype, "__name__") else x.dtype)})
+
+
+    def _hybrid(self, block: Any, inputs: Any, output: Any) -> None:
+        if self._step is None or getattr(block, "_cached_graph", None) in (None, ()):
+            return
+        syms, out = block._cached_graph
+        arrays = _flat_arrays(list(inputs))
+        if len(arrays) != len(syms):
+            return
+        data = {sym.name: a for sym, a in zip(syms, arrays)}
+        internals = out.get_internals()
+        _, out_shapes, _ = internals.infer_shape_partial(**{k: a.shape for k, a in data.items()})
+        shape_of = dict(zip(internals.list_outputs(), out_shapes))
+        nodes = json.loads(out.tojson())["nodes"]
+        # The arithmetic runs in the parameters' type: the graph's first input may be token ids.
+        import numpy as np
+
+        dtype = next((np.dtype(p.dtype).name for p in block.collect_params().values()
+                      if np.issubdtype(np.dtype(p.dtype), np.floating)), "")
+
+        def entry(e: list) -> list | None:
+            node = nodes[e[0]]
+            name = node["name"]
+            names = [name] if node["op"] == "null" else [f"{name}_output", f"{name}_output{e[1]}"]
+            found = next((shape_of[n] for n in names if shape_of.get(n)), None)
+            return list(found) if found else None
+
+        for i, node in enumerate(nodes):
+            if node["op"] not in ("Convolution", "FullyConnected"):
+                continue
+            attrs = {k: ast.literal_eval(v) if v[:1] in "(0123456789-" else v
+                     for k, v in (node.get("attrs") or {}).items()}
+            src = nodes[node["inputs"][0][0]]
+            x = data.get(src["name"]) if src["op"] == "null" else None
+            call = {"op": node["op"], "input": entry(node["inputs"][0]), "weight": entry(node["inputs"][1]),
+                    "output": entry([i, 0, 0]), "input_grad": x is None or self._needs_grad(x), "dtype": dtype}
+            if None in (call["input"], call["weight"], call["output"]):
+                continue
+            if node["op"] == "Convolution":
+                nsp = len(attrs["kernel"])
+                call.update(stride=list(attrs.get("stride") or (1,) * nsp), pad=list(attrs.get("pad") or (0,) * nsp),
+                            dilate=list(attrs.get("dilate") or (1,) * nsp), groups=int(attrs.get("num_group", 1)),
+                            bias=str(attrs.get("no_bias", "False")) != "True")
+            self.steps[str(self._step)].append(call)
+
+
+def _dtype_name(arr: Any) -> str:
+    import numpy as np
+
+    return np.dtype(arr.dtype).name
 
 
 def _trace_window(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, hooks: LoopHooks,
@@ -387,8 +450,25 @@ def _memory_records(ctx: Any, snapshots: list[dict], workload: Any) -> dict:
                             ("inputs", "the workload does not expose its input pool", "inputs")):
         if getattr(workload, attr) is None:
             reasons[key] = what
+    static = _static_alloc_blocks(workload.model)
+    if static:
+        reasons["at_peak"] = (f"{static} hybridized block(s) use static_alloc: their feature maps and workspace "
+                              "live in buffers allocated at the first iteration, before tracing, which MXNet's "
+                              "storage counter does not see, so allocator_peak leaves them out")
     return {"schema": MEMORY_SCHEMA, "device_index": ctx.device_id if ctx.device_type == "gpu" else -1,
             "iterations": snapshots, "reasons": reasons}
+
+
+def _static_alloc_blocks(model: Any) -> int:
+    """Hybridized blocks (outermost ones) running with static_alloc=True."""
+    count, stack = 0, [model] if model is not None else []
+    while stack:
+        b = stack.pop()
+        if getattr(b, "_active", False):
+            count += int(bool(dict(getattr(b, "_flags", ()) or ()).get("static_alloc", False)))
+            continue
+        stack.extend(getattr(b, "_children", {}).values())
+    return count
 
 
 def measured_gemm_ceiling(mx: Any, ctx: Any, n: int = 2048, repeats: int = 5) -> dict:

@@ -259,7 +259,8 @@ def _row_flops(ops: dict, step_no: np.ndarray, shapes: dict | None, flops_of, pr
     precision = np.array([""] * n, dtype=object)
     if shapes is None:
         return flops, precision, 0
-    if not isinstance(shapes, dict) or shapes.get("schema") != SHAPES_SCHEMA or not isinstance(shapes.get("steps"), dict):
+    if (not isinstance(shapes, dict) or shapes.get("schema") != SHAPES_SCHEMA
+            or not isinstance(shapes.get("steps"), dict)):
         raise TraceFormatError(f"{source}: MXNet shape log is not of schema {SHAPES_SCHEMA!r}")
     covered = 0
     for number in np.unique(step_no[step_no >= 0]).tolist():

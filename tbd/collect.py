@@ -39,11 +39,25 @@ def peak_model(environment: dict[str, Any], device_kind: str, gemm: dict | None)
                       for p in ("fp32", "fp64")}, ceiling)
 
 
-def _trace(run_dir: Path) -> TraceRecords | None:
+def _trace(run_dir: Path, framework: str) -> TraceRecords | None:
+    """The trace window's records, read by the reader of the framework that wrote it."""
     path = run_dir / rundir.TRACE
     if not path.exists():
         return None
+    if framework == "mxnet":
+        from profilers import mxnet_trace
+
+        shapes = rundir.read_optional(run_dir, rundir.MXNET_SHAPES, "MXNet operand shapes")
+        return mxnet_trace.trace_records(read_trace_file(path), source=str(path), shapes=shapes)
     return trace_records(read_trace_file(path), source=str(path))
+
+
+def _memory(framework: str, records: dict | None, trace: TraceRecords | None, cross: dict | None):
+    if framework == "mxnet":
+        from analysis import memory_mxnet
+
+        return memory_mxnet.memory_breakdown(records, trace)
+    return memory_breakdown(records, trace, cross)
 
 
 def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = None,
@@ -63,7 +77,8 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
     cpu = rundir.cpu_sample_from_json(cpu_json, str(run_dir / rundir.CPU)) if cpu_json else None
     nvml_json = rundir.read_optional(run_dir, rundir.NVML, "NVML samples")
     nvml = rundir.nvml_sample_from_json(nvml_json, str(run_dir / rundir.NVML)) if nvml_json else None
-    trace = _trace(run_dir)
+    framework = spec.get("framework", "pytorch")
+    trace = _trace(run_dir, framework)
     memory_records = rundir.read_optional(run_dir, rundir.MEMORY, "memory records")
     cross = rundir.read_optional(run_dir, rundir.MEMORY_CROSS_CHECK, "memory cross-check")
     gemm = rundir.read_optional(run_dir, rundir.GEMM, "GEMM ceiling")
@@ -76,7 +91,7 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
                    else "NVML unavailable (see environment.gpu.nvml)")
     return assemble_profile(
         spec=spec, environment=environment, log=log, workload=workload, cpu=cpu, nvml=nvml, trace=trace,
-        memory=memory_breakdown(memory_records, trace, cross), peaks=peak_model(environment, device_kind, gemm),
+        memory=_memory(framework, memory_records, trace, cross), peaks=peak_model(environment, device_kind, gemm),
         status=final, notes=notes, reasons={"nvml": nvml_reason},
         provenance={"run_dir": str(run_dir), "trace": rundir.TRACE if trace else None,
                     "flop_counting": "analytic formulas over recorded op shapes (analysis/flops.py)"})

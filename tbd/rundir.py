@@ -32,6 +32,7 @@ MEMORY = "raw/memory.json"
 MEMORY_CROSS_CHECK = "raw/memory_cross_check.json"
 GEMM = "raw/gemm.json"
 STATUS = "raw/status.json"
+MXNET_SHAPES = "raw/mxnet_shapes.json"  # operand shapes MXNet's profiler does not record
 
 
 def default_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
@@ -47,6 +48,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are for sharing
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

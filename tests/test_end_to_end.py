@@ -68,7 +68,10 @@ def test_gpu_figures_null_with_reason_on_cpu(profile):
 
 def test_cpu_and_flop_utilization_in_range(profile):
     m = profile["metrics"]
-    assert 0 < m["cpu_util_pct"]["value"] <= 100
+    cpu = m["cpu_util_pct"]
+    # a 5-iteration test-size window is shorter than the counters' 10 ticks: null with that reason
+    # (tests/test_utilization.py measures a real busy thread)
+    assert (cpu["value"] is None and "ticks" in cpu["reason"]) or 0 < cpu["value"] <= 100
     fu = m["flop_util_pct"]
     assert fu["source"] == "analytic" and 0 < fu["value"] < 100
     assert fu["peak_flops"] > 1e9 and fu["peak_source"] in ("hardware_model", "measured_gemm")

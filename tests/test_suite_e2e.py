@@ -52,7 +52,9 @@ def test_every_metric_filled_or_null_with_reason(run):
     m = p["metrics"]
     for key in ("gpu_busy_pct", "gpu_busy_nvml_pct"):
         assert m[key]["value"] is None and "CUDA" in m[key]["reason"]
-    assert 0 < m["cpu_util_pct"]["value"] <= 100
+    cpu = m["cpu_util_pct"]
+    # test-size windows can be shorter than the counters' 10 ticks: then null with that reason
+    assert (cpu["value"] is None and "ticks" in cpu["reason"]) or 0 < cpu["value"] <= 100
     fu = m["flop_util_pct"]
     assert 0 < fu["value"] < 100 and fu["flops"] > 0 and fu["peak_flops"] > 1e9
     assert 0 <= fu["unattributed_busy_pct"] < 50

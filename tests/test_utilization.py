@@ -93,3 +93,31 @@ def test_group_with_one_unknown_call_has_unknown_util():
 def test_known_zero_flops_is_zero_util_without_a_precision():
     k = table(["aten::fill_"], [0], [100], [0.0], precision="")
     assert utilization.kernel_util_pct(k, {"fp32": 1e9}).tolist() == [0.0]
+
+
+def test_a_window_shorter_than_ten_ticks_is_not_measured():
+    from analysis.assemble import cpu_util
+
+    short = CpuSample(busy_s=np.array([0.01, 0.0]), total_s=np.array([0.02, 0.02]), wall_ns=20_000_000, cores=2)
+    v = cpu_util(short, "unused")
+    assert v.value is None and "shorter than 10 ticks" in v.reason
+    long = CpuSample(busy_s=np.array([0.1, 0.05]), total_s=np.array([0.2, 0.2]), wall_ns=200_000_000, cores=2)
+    assert cpu_util(long, "unused").value == pytest.approx(100 * 0.15 / 0.4)
+
+
+def test_real_counters_see_one_busy_thread():
+    """One thread spinning for 0.6 s on this machine: formula (3) reads about 100 / cores percent."""
+    import time as _time
+
+    from profilers.cpu import CpuWindow
+
+    window = CpuWindow()
+    window.start()
+    end = _time.perf_counter() + 0.6
+    while _time.perf_counter() < end:
+        pass
+    sample = window.stop()
+    cores = sample.cores
+    expected = 100 / cores
+    # other processes may add load, never remove ours: at least ~80 % of one core, at most all of them
+    assert 0.8 * expected <= utilization.cpu_util_pct(sample) <= 100

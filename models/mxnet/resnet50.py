@@ -133,8 +133,8 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
     criterion = gluon.loss.SoftmaxCrossEntropyLoss()  # per-image loss [N]
     criterion.hybridize(static_alloc=True, static_shape=True)
 
-    pool = [tuple(mx.nd.array(a, ctx=device, dtype=a.dtype) for a in image_batch(batch, (3, side, side), classes, rng))
-            for _ in range(pool_size)]
+    host_pool = [image_batch(batch, (3, side, side), classes, rng) for _ in range(pool_size)]
+    pool = [tuple(mx.nd.array(a, ctx=device, dtype=a.dtype) for a in pair) for pair in host_pool]
     batches = itertools.cycle(pool)
 
     def step() -> mx.nd.NDArray:

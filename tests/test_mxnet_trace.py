@@ -1,0 +1,168 @@
+"""The MXNet profiler dump reader on a real CPU dump (tests/fixtures/mxnet_cpu_small.json.gz).
+
+Runs in the parent venv: no mxnet. Expected values are recounted here from the raw JSON events
+or written as the FLOP formula's arithmetic for the logged shapes (fixtures README).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from profilers.kineto import read_trace_file
+from profilers.mxnet_trace import SHAPES_SCHEMA, trace_records
+from tbd.errors import TraceFormatError
+
+FIXTURE = Path(__file__).parent / "fixtures" / "mxnet_cpu_small.json.gz"
+US = 1000  # ns per µs: MXNet writes integer microseconds
+
+# The hook's shape log for this recording (raw/mxnet_shapes.json, steps 1 and 2 are the same net):
+# Conv2D(4, 3x3, pad 1) on [2, 3, 8, 8], Dense(10) on [2, 256].
+_CALLS = [
+    {"op": "Convolution", "input": [2, 3, 8, 8], "weight": [4, 3, 3, 3], "output": [2, 4, 8, 8],
+     "stride": [1, 1], "pad": [1, 1], "dilate": [1, 1], "groups": 1, "bias": True, "input_grad": False,
+     "dtype": "float32"},
+    {"op": "FullyConnected", "input": [2, 256], "weight": [10, 256], "output": [2, 10], "input_grad": True,
+     "dtype": "float32"},
+]
+SHAPES = {"schema": SHAPES_SCHEMA, "steps": {"1": _CALLS, "2": _CALLS}}
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return read_trace_file(FIXTURE)
+
+
+@pytest.fixture(scope="module")
+def records(trace):
+    return trace_records(trace, "fixture", shapes=SHAPES)
+
+
+def _raw_ops(trace):
+    """(name, B ts, E ts) of the operator pairs, straight from the JSON (B and E are adjacent)."""
+    ev = [e for e in trace["traceEvents"] if e.get("cat") == "operator" and e["ph"] in "BE"]
+    return [(b["name"], b["ts"], e["ts"]) for b, e in zip(ev[::2], ev[1::2])]
+
+
+def _raw_steps(trace):
+    ev = {(e["name"], e["ph"]): e["ts"] for e in trace["traceEvents"] if e.get("cat") == "tbd"}
+    return {int(n.split("#")[1]): (ev[(n, "b")], ev[(n, "e")]) for n, ph in ev if ph == "b"}
+
+
+def test_steps_are_the_marked_iterations_in_exact_ns(trace, records):
+    raw = _raw_steps(trace)
+    assert [s.number for s in records.steps] == [1, 2]
+    for s in records.steps:
+        assert (s.start_ns, s.host_end_ns, s.end_ns) == (raw[s.number][0] * US, raw[s.number][1] * US,
+                                                         raw[s.number][1] * US)
+    assert records.window_start_ns == raw[1][0] * US
+    assert records.window_end_ns == raw[2][1] * US
+
+
+def test_rows_are_the_window_operators_with_exact_durations(trace, records):
+    lo, hi = records.window_start_ns, records.window_end_ns
+    inside = [(n, b, e) for n, b, e in _raw_ops(trace) if lo <= b * US <= hi]
+    assert len(records.kernels) == len(inside)
+    assert records.device_kind == "cpu"
+    assert set(records.kernels.device.tolist()) == {-1}
+    # MXNet operator events do not nest here: self time is the whole duration.
+    want = sorted((b * US, (e - b) * US, n) for n, b, e in inside)
+    got = sorted(zip(records.kernels.start_ns.tolist(), records.kernels.dur_ns.tolist(), records.kernels.name))
+    assert got == want
+    # Busy intervals are the operator intervals (outermost ones).
+    assert int((records.busy_end_ns - records.busy_start_ns).sum()) == sum((e - b) * US for _, b, e in inside)
+
+
+def test_every_row_belongs_to_a_step_and_backward_ops_are_named(records):
+    k = records.kernels
+    assert set(k.step.tolist()) == {1, 2}
+    names = set(k.name)
+    assert {"Convolution", "_backward_Convolution", "FullyConnected", "_backward_FullyConnected"} <= names
+    assert "ImperativeBulk" not in names  # the hook switches backward bulking off
+
+
+def test_flops_follow_the_shared_formulas(records):
+    k = records.kernels
+    flops = {(n, s): f for n, s, f in zip(k.name, k.step.tolist(), k.flops.tolist()) if np.isfinite(f)}
+    conv = 2 * 2 * 4 * (8 * 8) * 3 * (3 * 3)  # 2·N·Cout·out spatial·Cin·kernel
+    fc = 2 * 2 * 10 * 256  # 2·m·n·k
+    for step in (1, 2):
+        assert flops[("Convolution", step)] == conv
+        assert flops[("_backward_Convolution", step)] == conv  # grad_weight only: input needs no grad
+        assert flops[("FullyConnected", step)] == fc
+        assert flops[("_backward_FullyConnected", step)] == 2 * fc  # grad_weight + grad_input
+    assert len(flops) == 8
+    assert set(k.precision[np.isfinite(k.flops)]) == {"fp32"}
+    assert set(k.flop_source[np.isfinite(k.flops)]) == {"analytic"}
+    assert all(k.flop_source[~np.isfinite(k.flops)] == "")
+
+
+def test_without_shape_log_flops_are_unknown_and_said_so(trace):
+    r = trace_records(trace, "fixture")
+    assert np.isnan(r.kernels.flops).all()
+    assert any("no operand shapes" in n for n in r.notes)
+
+
+def test_storage_counters_become_memory_events(trace, records):
+    raw = [(e["ts"], e["args"][e["name"]]) for e in trace["traceEvents"] if e.get("cat") == "Device Storage"]
+    m = records.memory
+    assert len(m) == len(raw)
+    assert sorted(zip(m.ts_ns.tolist(), m.total_allocated.tolist())) == sorted((t * US, v) for t, v in raw)
+    assert set(m.device.tolist()) == {-1}
+    assert int(m.bytes.sum()) == int(m.total_allocated[-1])  # deltas add up to the last level
+    assert set(m.addr.tolist()) == {0}
+
+
+def _with_events(trace, events):
+    return {**trace, "traceEvents": events}
+
+
+def test_corrupt_inputs_raise(trace, tmp_path):
+    with pytest.raises(TraceFormatError):
+        trace_records({"no": "events"}, "x")
+    ops = [e for e in trace["traceEvents"] if e.get("cat") == "operator" and e["ph"] in "BE"]
+    with pytest.raises(TraceFormatError, match="no MXNet operator events"):
+        trace_records(_with_events(trace, [e for e in trace["traceEvents"] if e.get("cat") != "operator"]), "x")
+    with pytest.raises(TraceFormatError, match="no end"):
+        trace_records(_with_events(trace, ops[:-1]), "x")
+    with pytest.raises(TraceFormatError, match="no matching begin"):
+        trace_records(_with_events(trace, ops[1:]), "x")
+    bad_ts = [dict(e) for e in ops]
+    bad_ts[0]["ts"] = "soon"
+    with pytest.raises(TraceFormatError):
+        trace_records(_with_events(trace, bad_ts), "x")
+    with pytest.raises(TraceFormatError, match="schema"):
+        trace_records(trace, "x", shapes={"steps": {}})
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(FIXTURE.read_bytes()[:200])
+    with pytest.raises(TraceFormatError):
+        read_trace_file(cut)
+    half = tmp_path / "half.json"
+    half.write_bytes(gzip.decompress(FIXTURE.read_bytes())[:500])
+    with pytest.raises(TraceFormatError):
+        read_trace_file(half)
+
+
+def test_nested_operator_keeps_only_its_self_time():
+    ev = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "gpu/0"}},
+          {"name": "Outer", "cat": "operator", "ph": "B", "ts": 100, "pid": 0, "tid": 7},
+          {"name": "Outer", "cat": "operator", "ph": "E", "ts": 130, "pid": 0, "tid": 7},
+          {"name": "Inner", "cat": "operator", "ph": "B", "ts": 105, "pid": 0, "tid": 7},
+          {"name": "Inner", "cat": "operator", "ph": "E", "ts": 115, "pid": 0, "tid": 7}]
+    r = trace_records({"traceEvents": ev}, "x")
+    assert dict(zip(r.kernels.name, r.kernels.dur_ns.tolist())) == {"Outer": (30 - 10) * US, "Inner": 10 * US}
+    assert r.device_kind == "cuda" and set(r.kernels.device.tolist()) == {0}
+    assert (r.busy_start_ns.tolist(), r.busy_end_ns.tolist()) == ([100 * US], [130 * US])
+    assert any("not CUDA kernels" in n for n in r.notes)
+    assert any("whole trace" in n for n in r.notes)
+    assert math.isnan(r.kernels.flops[0])
+
+
+def test_fixture_is_small():
+    assert FIXTURE.stat().st_size < 16 * 1024
+    assert json.loads(gzip.decompress(FIXTURE.read_bytes()))["traceEvents"]
