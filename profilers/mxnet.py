@@ -22,10 +22,8 @@ has its own profiler and no NVTX annotation in 1.9.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import gzip
-import json
 import math
 import os
 import shutil
@@ -34,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from profilers.mxnet_shapes import ShapeLog, _flat_arrays
 from tbd import rundir
 from tbd.records import RunSpec
 from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_timing_window, run_trace_window, run_warmup
@@ -179,15 +178,6 @@ def _nbytes(arr: Any) -> int:
     return int(arr.size) * int(np.dtype(arr.dtype).itemsize)
 
 
-def _flat_arrays(obj: Any) -> list:
-    """NDArrays inside an updater state (an NDArray, None, or nested tuples/lists of them)."""
-    if obj is None:
-        return []
-    if isinstance(obj, (tuple, list)):
-        return [a for o in obj for a in _flat_arrays(o)]
-    return [obj] if hasattr(obj, "shape") and hasattr(obj, "dtype") else []
-
-
 def memory_snapshot(model: Any, trainer: Any, inputs: Any) -> dict:
     """Exact bytes of the tensors tbd can name: parameters, their gradients, optimizer state, inputs.
 
@@ -273,129 +263,6 @@ def _run_stages(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, 
     progress({"stage": "gemm", "done": 0, "total": 1})
     rundir.atomic_write_json(run_dir / rundir.GEMM, measured_gemm_ceiling(mx, ctx, n=4096 if is_gpu else 2048))
     progress({"stage": "gemm", "done": 1, "total": 1})
-
-
-class ShapeLog:
-    """Operand shapes of Convolution / FullyConnected calls per traced step, via Gluon forward hooks."""
-
-    def __init__(self, model: Any, inputs: Any):
-        self.steps: dict[str, list] = {}
-        self._step: int | None = None
-        self._handles: list = []
-        self._inputs = inputs
-        self._input_keys: set = set()
-        if model is not None:
-            self._attach(model)
-
-    def _attach(self, block: Any) -> None:
-        from mxnet.gluon import nn
-
-        kinds = [(getattr(nn, "Dense"), self._dense)]
-        conv = getattr(getattr(nn, "conv_layers", None), "_Conv", None)
-        if conv is not None:
-            kinds.append((conv, self._conv))
-        stack = [block]
-        while stack:
-            b = stack.pop()
-            if getattr(b, "_active", False):
-                # A hybridized block runs as one cached graph: its children's hooks never fire, so
-                # its operators' shapes come from the graph's own shape inference.
-                self._handles.append(b.register_forward_hook(self._hybrid))
-                continue
-            for cls, fn in kinds:
-                if isinstance(b, cls):
-                    self._handles.append(b.register_forward_hook(fn))
-            stack.extend(b._children.values())
-
-    @contextlib.contextmanager
-    def step(self, number: int):
-        """Log the calls made inside this block as ProfilerStep `number`."""
-        self._step = number
-        self.steps[str(number)] = []
-        self._input_keys = {getattr(a.handle, "value", id(a)) for a in (self._inputs() if self._inputs else [])}
-        try:
-            yield
-        finally:
-            self._step = None
-
-    def close(self) -> None:
-        for h in self._handles:
-            h.detach()
-        self._handles = []
-
-    def _needs_grad(self, x: Any) -> bool:
-        # The input pool's arrays carry no autograd history: their gradient is never computed.
-        return not (getattr(x.handle, "value", id(x)) in self._input_keys and x.grad is None)
-
-    def _conv(self, block: Any, inputs: Any, output: Any) -> None:
-        if self._step is None or not hasattr(inputs[0], "shape"):
-            return
-        kw = block._kwargs
-        x = inputs[0]
-        self.steps[str(self._step)].append({
-            "op": "Convolution", "input": list(x.shape), "weight": list(block.weight.shape),
-            "output": list(output.shape), "stride": list(kw["stride"]), "pad": list(kw["pad"]),
-            "dilate": list(kw["dilate"]), "groups": int(kw["num_group"]), "bias": not kw["no_bias"],
-            "input_grad": self._needs_grad(x), "dtype": _dtype_name(x)})
-
-    def _dense(self, block: Any, inputs: Any, output: Any) -> None:
-        if self._step is None or not hasattr(inputs[0], "shape"):
-            return
-        x = inputs[0]
-        self.steps[str(self._step)].append({
-            "op": "FullyConnected", "input": list(x.shape), "weight": list(block.weight.shape),
-            "output": list(output.shape), "input_grad": self._needs_grad(x),
-            "dtype": str(x.dtype.__name__ if hasattr(x.dtype, "__name__") else x.dtype)})
-
-
-    def _hybrid(self, block: Any, inputs: Any, output: Any) -> None:
-        if self._step is None or getattr(block, "_cached_graph", None) in (None, ()):
-            return
-        syms, out = block._cached_graph
-        arrays = _flat_arrays(list(inputs))
-        if len(arrays) != len(syms):
-            return
-        data = {sym.name: a for sym, a in zip(syms, arrays)}
-        internals = out.get_internals()
-        _, out_shapes, _ = internals.infer_shape_partial(**{k: a.shape for k, a in data.items()})
-        shape_of = dict(zip(internals.list_outputs(), out_shapes))
-        nodes = json.loads(out.tojson())["nodes"]
-        # The arithmetic runs in the parameters' type: the graph's first input may be token ids.
-        import numpy as np
-
-        dtype = next((np.dtype(p.dtype).name for p in block.collect_params().values()
-                      if np.issubdtype(np.dtype(p.dtype), np.floating)), "")
-
-        def entry(e: list) -> list | None:
-            node = nodes[e[0]]
-            name = node["name"]
-            names = [name] if node["op"] == "null" else [f"{name}_output", f"{name}_output{e[1]}"]
-            found = next((shape_of[n] for n in names if shape_of.get(n)), None)
-            return list(found) if found else None
-
-        for i, node in enumerate(nodes):
-            if node["op"] not in ("Convolution", "FullyConnected"):
-                continue
-            attrs = {k: ast.literal_eval(v) if v[:1] in "(0123456789-" else v
-                     for k, v in (node.get("attrs") or {}).items()}
-            src = nodes[node["inputs"][0][0]]
-            x = data.get(src["name"]) if src["op"] == "null" else None
-            call = {"op": node["op"], "input": entry(node["inputs"][0]), "weight": entry(node["inputs"][1]),
-                    "output": entry([i, 0, 0]), "input_grad": x is None or self._needs_grad(x), "dtype": dtype}
-            if None in (call["input"], call["weight"], call["output"]):
-                continue
-            if node["op"] == "Convolution":
-                nsp = len(attrs["kernel"])
-                call.update(stride=list(attrs.get("stride") or (1,) * nsp), pad=list(attrs.get("pad") or (0,) * nsp),
-                            dilate=list(attrs.get("dilate") or (1,) * nsp), groups=int(attrs.get("num_group", 1)),
-                            bias=str(attrs.get("no_bias", "False")) != "True")
-            self.steps[str(self._step)].append(call)
-
-
-def _dtype_name(arr: Any) -> str:
-    import numpy as np
-
-    return np.dtype(arr.dtype).name
 
 
 def _trace_window(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, hooks: LoopHooks,
