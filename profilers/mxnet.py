@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from profilers.mxnet_shapes import ShapeLog, _flat_arrays
+from profilers.windows import timing_window, write_iterations
 from tbd import rundir
 from tbd.records import RunSpec
-from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_timing_window, run_trace_window, run_warmup
+from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window, run_warmup
 
 MEMORY_SCHEMA = "tbd.mxnet_memory_records/1"
 SHAPES = rundir.MXNET_SHAPES
@@ -216,15 +217,8 @@ def _workload_record(workload: Any) -> dict:
             "parameters": params, "description": workload.description}
 
 
-def _write_iterations(run_dir: Path, state: LoopState) -> None:
-    rundir.atomic_write_json(run_dir / rundir.ITERATIONS,
-                             {**rundir.iteration_log_to_json(state.iteration_log()), "notes": state.notes})
-
-
 def _run_stages(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, state: LoopState,
                 progress: ProgressFn) -> None:
-    from profilers.cpu import CpuWindow
-
     is_gpu = ctx.device_type == "gpu"
     synchronize = mx.nd.waitall  # MXNet's engine is asynchronous on the CPU too
     hooks = LoopHooks(step=workload.step, synchronize=synchronize, samples_counter=workload.samples_counter)
@@ -232,33 +226,18 @@ def _run_stages(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, 
     rundir.atomic_write_json(run_dir / rundir.WORKLOAD, _workload_record(workload))
 
     run_warmup(hooks, spec, state, deadline_ns, progress=progress)
-    _write_iterations(run_dir, state)
+    write_iterations(run_dir, state)
 
-    cpu = CpuWindow()
     nvml = None
     if is_gpu:
         from profilers.nvml import NvmlSampler
 
         nvml = NvmlSampler(ctx.device_id)
-    synchronize()
-    cpu.start()
-    if nvml is not None:
-        nvml.start()
-    try:
-        run_timing_window(hooks, spec.iterations, state, deadline_ns, progress=progress)
-    finally:
-        cpu_sample = cpu.stop()
-        nvml_sample = nvml.stop() if nvml is not None else None
-        rundir.atomic_write_json(run_dir / rundir.CPU, rundir.cpu_sample_to_json(cpu_sample))
-        if nvml_sample is not None:
-            rundir.atomic_write_json(run_dir / rundir.NVML, rundir.nvml_sample_to_json(nvml_sample))
-        elif nvml is not None:
-            state.notes.append(f"NVML: {nvml.reason}")
-        _write_iterations(run_dir, state)
+    timing_window(hooks, spec, state, deadline_ns, run_dir, progress, nvml=nvml)
 
     if spec.trace_iterations > 0:
         _trace_window(mx, workload, spec, run_dir, ctx, hooks, state, progress)
-        _write_iterations(run_dir, state)
+        write_iterations(run_dir, state)
 
     progress({"stage": "gemm", "done": 0, "total": 1})
     rundir.atomic_write_json(run_dir / rundir.GEMM, measured_gemm_ceiling(mx, ctx, n=4096 if is_gpu else 2048))

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from models.base import Workload
+from profilers.windows import timing_window, write_iterations
 from tbd import rundir
 from tbd.records import RunSpec
-from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_timing_window, run_trace_window, run_warmup
+from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window, run_warmup
 
 
 def resolve_device(torch: Any, requested: str) -> Any:
@@ -52,11 +53,6 @@ def _nvtx_marker():
     return lambda name: nvtx.annotate(name, domain="tbd")
 
 
-def _write_iterations(run_dir: Path, state: LoopState) -> None:
-    rundir.atomic_write_json(run_dir / rundir.ITERATIONS,
-                             {**rundir.iteration_log_to_json(state.iteration_log()), "notes": state.notes})
-
-
 def workload_record(workload: Workload) -> dict:
     """What the parent needs of the workload to turn iterations into throughput."""
     params = None
@@ -82,8 +78,6 @@ def run_workload(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, d
 
 def _run_stages(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, device: Any,
                 state: LoopState, progress: ProgressFn) -> None:
-    from profilers.cpu import CpuWindow
-
     is_cuda = device.type == "cuda"
     synchronize = (lambda: torch.cuda.synchronize(device)) if is_cuda else (lambda: None)
     hooks = LoopHooks(step=workload.step, synchronize=synchronize, mark=_nvtx_marker(),
@@ -92,29 +86,14 @@ def _run_stages(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, de
     rundir.atomic_write_json(run_dir / rundir.WORKLOAD, workload_record(workload))
 
     run_warmup(hooks, spec, state, deadline_ns, progress=progress)
-    _write_iterations(run_dir, state)
+    write_iterations(run_dir, state)
 
-    cpu = CpuWindow()
     nvml = _nvml_sampler(torch, device) if is_cuda else None
-    synchronize()
-    cpu.start()
-    if nvml is not None:
-        nvml.start()
-    try:
-        run_timing_window(hooks, spec.iterations, state, deadline_ns, progress=progress)
-    finally:
-        cpu_sample = cpu.stop()
-        nvml_sample = nvml.stop() if nvml is not None else None
-        rundir.atomic_write_json(run_dir / rundir.CPU, rundir.cpu_sample_to_json(cpu_sample))
-        if nvml_sample is not None:
-            rundir.atomic_write_json(run_dir / rundir.NVML, rundir.nvml_sample_to_json(nvml_sample))
-        elif nvml is not None:
-            state.notes.append(f"NVML: {nvml.reason}")
-        _write_iterations(run_dir, state)
+    timing_window(hooks, spec, state, deadline_ns, run_dir, progress, nvml=nvml)
 
     if spec.trace_iterations > 0:
         _trace_window(torch, workload, spec, run_dir, device, hooks, state, progress)
-        _write_iterations(run_dir, state)
+        write_iterations(run_dir, state)
 
     progress({"stage": "gemm", "done": 0, "total": 1})
     from profilers.gemm import measured_gemm_ceiling
