@@ -1,8 +1,8 @@
-"""Operand shapes of MXNet's Convolution and FullyConnected calls, logged per traced iteration.
+"""Operand shapes of MXNet's Convolution, FullyConnected and RNN calls, logged per traced iteration.
 
 MXNet 1.9's profiler dump names operators but records no operand shapes, so the hook logs them:
-Gluon forward hooks on Conv/Dense blocks, and for a hybridized block (one cached graph, whose
-children's hooks never fire) the graph's own shape inference. The parent's reader
+Gluon forward hooks on Conv/Dense blocks and gluon.rnn layers, and for a hybridized block (one
+cached graph, whose children's hooks never fire) the graph's own shape inference. The parent's reader
 (profilers/mxnet_trace.py) pairs the k-th logged call of a step with the k-th operator event of
 that kind, and backward operators with the calls in reverse order.
 """
@@ -25,7 +25,7 @@ def _flat_arrays(obj: Any) -> list:
 
 
 class ShapeLog:
-    """Operand shapes of Convolution / FullyConnected calls per traced step, via Gluon forward hooks."""
+    """Operand shapes of Convolution / FullyConnected / RNN calls per traced step, via Gluon forward hooks."""
 
     def __init__(self, model: Any, inputs: Any):
         self.steps: dict[str, list] = {}
@@ -37,12 +37,15 @@ class ShapeLog:
             self._attach(model)
 
     def _attach(self, block: Any) -> None:
-        from mxnet.gluon import nn
+        from mxnet.gluon import nn, rnn
 
         kinds = [(getattr(nn, "Dense"), self._dense)]
         conv = getattr(getattr(nn, "conv_layers", None), "_Conv", None)
         if conv is not None:
             kinds.append((conv, self._conv))
+        rnn_layer = getattr(getattr(rnn, "rnn_layer", None), "_RNNLayer", None)
+        if rnn_layer is not None:
+            kinds.append((rnn_layer, self._rnn))
         stack = [block]
         while stack:
             b = stack.pop()
@@ -96,6 +99,16 @@ class ShapeLog:
             "output": list(output.shape), "input_grad": self._needs_grad(x),
             "dtype": str(x.dtype.__name__ if hasattr(x.dtype, "__name__") else x.dtype)})
 
+    def _rnn(self, block: Any, inputs: Any, output: Any) -> None:
+        # A gluon.rnn layer run imperatively: one fused RNN operator over the whole sequence.
+        if self._step is None or not hasattr(inputs[0], "shape"):
+            return
+        x = inputs[0]
+        seq, batch = (x.shape[1], x.shape[0]) if block._layout == "NTC" else (x.shape[0], x.shape[1])
+        self.steps[str(self._step)].append(_rnn_call(
+            block._mode, seq, batch, x.shape[2], block._hidden_size, block._num_layers, block._dir == 2,
+            block._projection_size, any(p.grad_req != "null" for p in block.collect_params().values()),
+            self._needs_grad(x), _dtype_name(x)))
 
     def _hybrid(self, block: Any, inputs: Any, output: Any) -> None:
         if self._step is None or getattr(block, "_cached_graph", None) in (None, ()):
@@ -122,13 +135,28 @@ class ShapeLog:
             found = next((shape_of[n] for n in names if shape_of.get(n)), None)
             return list(found) if found else None
 
+        grad_req = {p.name: p.grad_req for p in block.collect_params().values()}
         for i, node in enumerate(nodes):
-            if node["op"] not in ("Convolution", "FullyConnected"):
+            if node["op"] not in ("Convolution", "FullyConnected", "RNN"):
                 continue
             attrs = {k: ast.literal_eval(v) if v[:1] in "(0123456789-" else v
                      for k, v in (node.get("attrs") or {}).items()}
             src = nodes[node["inputs"][0][0]]
             x = data.get(src["name"]) if src["op"] == "null" else None
+            if node["op"] == "RNN":
+                # MXNet's RNN operator reads data as [T, N, C] (gluon swaps NTC input before it);
+                # its parameters arrive as one flat vector, so the sizes come from the attributes.
+                shape = entry(node["inputs"][0])
+                if shape is None or len(shape) != 3:
+                    continue
+                proj = attrs.get("projection_size", "None")
+                weight_grad = any(grad_req.get(nodes[j]["name"], "null") != "null"
+                                  for j in _ancestors(nodes, node["inputs"][1][0]) if nodes[j]["op"] == "null")
+                self.steps[str(self._step)].append(_rnn_call(
+                    attrs["mode"], shape[0], shape[1], shape[2], attrs["state_size"], attrs.get("num_layers", 1),
+                    str(attrs.get("bidirectional", "False")) == "True", None if proj == "None" else proj,
+                    weight_grad, x is None or self._needs_grad(x), dtype))
+                continue
             call = {"op": node["op"], "input": entry(node["inputs"][0]), "weight": entry(node["inputs"][1]),
                     "output": entry([i, 0, 0]), "input_grad": x is None or self._needs_grad(x), "dtype": dtype}
             if None in (call["input"], call["weight"], call["output"]):
@@ -139,6 +167,26 @@ class ShapeLog:
                             dilate=list(attrs.get("dilate") or (1,) * nsp), groups=int(attrs.get("num_group", 1)),
                             bias=str(attrs.get("no_bias", "False")) != "True")
             self.steps[str(self._step)].append(call)
+
+
+def _rnn_call(mode: str, seq: int, batch: int, input_size: int, hidden: int, layers: int, bidirectional: bool,
+              projection: Any, weight_grad: bool, input_grad: bool, dtype: str) -> dict:
+    """One logged RNN call: sizes in elements; projection 0 when the layer has none."""
+    return {"op": "RNN", "mode": str(mode), "seq_len": int(seq), "batch": int(batch), "input_size": int(input_size),
+            "state_size": int(hidden), "num_layers": int(layers), "bidirectional": bool(bidirectional),
+            "projection_size": int(projection or 0), "weight_grad": bool(weight_grad),
+            "input_grad": bool(input_grad), "dtype": dtype}
+
+
+def _ancestors(nodes: list, start: int) -> set:
+    """Indices of node `start` and every node it reads from, in a symbol's JSON node list."""
+    seen, stack = set(), [start]
+    while stack:
+        j = stack.pop()
+        if j not in seen:
+            seen.add(j)
+            stack.extend(e[0] for e in nodes[j]["inputs"])
+    return seen
 
 
 def _dtype_name(arr: Any) -> str:

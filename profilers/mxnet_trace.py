@@ -22,7 +22,7 @@ event's device. Busy intervals = the outermost operator intervals of each thread
 step start to last step end (else the whole trace, with a note); rows start inside it.
 
 FLOPs: MXNet operators map onto the shared ATen formula table (`analysis.flops`) through
-`MXNET_TO_ATEN` below; shapes come from the hook's per-step call log (raw/mxnet_shapes.json,
+`MXNET_TO_ATEN` below (Convolution, FullyConnected, and RNN as aten::_cudnn_rnn); shapes come from the hook's per-step call log (raw/mxnet_shapes.json,
 `shapes=`), since the dump has none. In each step the k-th forward event named X is the k-th
 logged call of X, and the k-th "_backward_X" event the k-th call counted from the end (autograd
 runs the graph in reverse). Rows without a logged call have NaN FLOPs.
@@ -90,12 +90,80 @@ def _fc_backward(call: dict) -> list[OpShapes]:
     return calls
 
 
+# MXNet's RNN modes -> cuDNN's cudnnRNNMode_t numbers, as aten::_cudnn_rnn takes them (flops_rnn).
+_RNN_MODES = {"rnn_relu": 0, "rnn_tanh": 1, "lstm": 2, "gru": 3}
+_RNN_GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
+
+
+def _rnn_weights(call: dict) -> list[list[int]]:
+    """cuDNN's per layer and direction weights (w_ih, w_hh, b_ih, b_hh[, w_hr]) for the call's sizes.
+
+    MXNet's RNN always has both bias vectors (src/operator/rnn-inl.h GetRnnParamSize), as cuDNN.
+    """
+    gates, hidden, proj = _RNN_GATES[call["mode"]], int(call["state_size"]), int(call.get("projection_size") or 0)
+    dirs = 2 if call["bidirectional"] else 1
+    out = []
+    width = int(call["input_size"])
+    for _ in range(int(call["num_layers"])):
+        for _ in range(dirs):
+            out += [[gates * hidden, width], [gates * hidden, proj or hidden], [gates * hidden], [gates * hidden]]
+            out += [[proj, hidden]] if proj else []
+        width = (proj or hidden) * dirs
+    return out
+
+
+def _rnn_args(call: dict, backward: bool) -> OpShapes:
+    # aten::_cudnn_rnn(input, weight[], weight_stride0, weight_buf, hx, cx, mode, hidden_size,
+    # proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes, dropout_state);
+    # the backward puts output, grad_output, grad_hy, grad_cy after cx and output_mask at 21.
+    t = _TYPES.get(call.get("dtype", ""), "")
+    mode, hidden = call["mode"], int(call["state_size"])
+    proj = int(call.get("projection_size") or 0)
+    seq, batch, layers = int(call["seq_len"]), int(call["batch"]), int(call["num_layers"])
+    if mode not in _RNN_MODES:
+        raise ValueError(f"RNN mode {mode!r}")
+    groups = layers * (2 if call["bidirectional"] else 1)
+    x, state = [seq, batch, int(call["input_size"])], [groups, batch, proj or hidden]
+    cell = [groups, batch, hidden] if mode == "lstm" else []
+    dims = [x, _rnn_weights(call), [], [], state, cell]
+    types = [t, "TensorList", "Scalar", "", t, t if cell else ""]
+    scalars = ["", "", "", "", "", ""]
+    if backward:
+        y = [seq, batch, (proj or hidden) * (2 if call["bidirectional"] else 1)]
+        dims += [y, y, state, cell]
+        types += [t, t, t, t if cell else ""]
+        scalars += ["", "", "", ""]
+    dims += [[]] * 10
+    types += ["Scalar"] * 8 + ["ScalarList", ""]
+    scalars += [str(_RNN_MODES[mode]), str(hidden), str(proj), str(layers), "False", "0.0", "True",
+                str(bool(call["bidirectional"])), "[]", ""]
+    if backward:
+        # output_mask (input, hx, cx, weight): cuDNN's backward-data pass runs whatever the mask.
+        mask = [bool(call.get("input_grad", True)), True, mode == "lstm", bool(call["weight_grad"])]
+        dims += [[], []]
+        types += ["", "ScalarList"]
+        scalars += ["", str(mask)]
+    name = "aten::_cudnn_rnn_backward" if backward else "aten::_cudnn_rnn"
+    return OpShapes(name, tuple(dims), tuple(types), tuple(scalars))
+
+
+def _rnn(call: dict) -> list[OpShapes]:
+    # MXNet's fused RNN operator (every layer and direction, the whole sequence) is cuDNN's RNN.
+    return [_rnn_args(call, False)]
+
+
+def _rnn_backward(call: dict) -> list[OpShapes]:
+    return [_rnn_args(call, True)]
+
+
 #: MXNet operator -> (the logged call it reads, adapter to the ATen calls computing the same thing).
 MXNET_TO_ATEN: dict[str, tuple[str, Callable[[dict], list[OpShapes]]]] = {
     "Convolution": ("Convolution", _conv),
     "_backward_Convolution": ("Convolution", _conv_backward),
     "FullyConnected": ("FullyConnected", _fc),
     "_backward_FullyConnected": ("FullyConnected", _fc_backward),
+    "RNN": ("RNN", _rnn),
+    "_backward_RNN": ("RNN", _rnn_backward),
 }
 
 

@@ -166,3 +166,47 @@ def test_nested_operator_keeps_only_its_self_time():
 def test_fixture_is_small():
     assert FIXTURE.stat().st_size < 16 * 1024
     assert json.loads(gzip.decompress(FIXTURE.read_bytes()))["traceEvents"]
+
+
+def _rnn_log(mode, seq, batch, inp, hidden, layers, bidirectional, weight_grad):
+    return {"op": "RNN", "mode": mode, "seq_len": seq, "batch": batch, "input_size": inp, "state_size": hidden,
+            "num_layers": layers, "bidirectional": bidirectional, "projection_size": 0,
+            "weight_grad": weight_grad, "input_grad": True, "dtype": "float32"}
+
+
+def test_rnn_operators_take_the_cudnn_rnn_formula():
+    # One step: an LSTM encoder then a GRU decoder forward, their backward in reverse order.
+    names = ["RNN", "RNN", "_backward_RNN", "_backward_RNN"]
+    ev = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "cpu/0"}},
+          {"name": "ProfilerStep#1", "cat": "tbd", "ph": "b", "ts": 0, "pid": 1, "id": 1},
+          {"name": "ProfilerStep#1", "cat": "tbd", "ph": "e", "ts": 100, "pid": 1, "id": 1}]
+    for j, n in enumerate(names):
+        ev += [{"name": n, "cat": "operator", "ph": ph, "ts": 10 + 20 * j + 10 * (ph == "E"), "pid": 0, "tid": 3}
+               for ph in "BE"]
+    lstm = _rnn_log("lstm", 5, 4, 8, 16, 2, False, True)  # T=5, B=4, I=8, H=16, 2 layers
+    gru = _rnn_log("gru", 3, 4, 16, 6, 1, True, False)  # T=3, B=4, I=16, H=6, bidirectional, frozen
+    r = trace_records({"traceEvents": ev}, "x", shapes={"schema": SHAPES_SCHEMA, "steps": {"1": [lstm, gru]}})
+    got = [(n, f) for n, f in zip(r.kernels.name, r.kernels.flops.tolist())]
+    # flops_rnn per step, batch element, layer and direction: GEMMs 2·G·H·(I_l + H); gate sums with
+    # both biases G·H·3; cell E_f·H (LSTM 15, GRU 12). Backward: the GEMMs again for the data
+    # gradient, again for weight gradients with 2·G·H bias sums when computed; cell E_b·H (24, 17).
+    T, B, H = 5, 4, 16
+    lstm_fwd = sum(T * B * (2 * 4 * H * (i + H) + 4 * H * 3 + 15 * H) for i in (8, H))
+    lstm_bwd = sum(T * B * (2 * 2 * 4 * H * (i + H) + 2 * 4 * H + 24 * H) for i in (8, H))
+    T, H = 3, 6
+    gru_fwd = 2 * T * B * (2 * 3 * H * (16 + H) + 3 * H * 3 + 12 * H)
+    gru_bwd = 2 * T * B * (2 * 3 * H * (16 + H) + 17 * H)
+    assert got == [("RNN", lstm_fwd), ("RNN", gru_fwd), ("_backward_RNN", gru_bwd), ("_backward_RNN", lstm_bwd)]
+    assert set(r.kernels.precision) == {"fp32"}
+    assert any("RNN" in n and "4 of 4" in n for n in r.notes)
+
+
+def test_malformed_rnn_call_raises():
+    ev = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "cpu/0"}},
+          {"name": "ProfilerStep#1", "cat": "tbd", "ph": "b", "ts": 0, "pid": 1, "id": 1},
+          {"name": "ProfilerStep#1", "cat": "tbd", "ph": "e", "ts": 100, "pid": 1, "id": 1},
+          {"name": "RNN", "cat": "operator", "ph": "B", "ts": 10, "pid": 0, "tid": 3},
+          {"name": "RNN", "cat": "operator", "ph": "E", "ts": 20, "pid": 0, "tid": 3}]
+    bad = {**_rnn_log("lstm", 5, 4, 8, 16, 2, False, True), "mode": "sru"}
+    with pytest.raises(TraceFormatError, match="RNN"):
+        trace_records({"traceEvents": ev}, "x", shapes={"schema": SHAPES_SCHEMA, "steps": {"1": [bad]}})
