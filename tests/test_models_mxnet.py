@@ -11,7 +11,8 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
-from models.mxnet import resnet50, seq2seq, synthetic  # noqa: E402
+from models import numpy_synthetic as synthetic  # noqa: E402
+from models.mxnet import resnet50, seq2seq  # noqa: E402
 from tbd.errors import UsageError  # noqa: E402
 
 

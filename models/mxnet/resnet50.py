@@ -23,7 +23,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
 from models.base import Workload
-from models.mxnet.synthetic import POOL_SIZE, check_build_args, image_batch
+from models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 
 #: Bottleneck blocks per stage (He et al. 2016, Table 1).
 DEPTHS = (3, 4, 6, 3)

@@ -33,7 +33,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn, rnn
 
 from models.base import Workload
-from models.mxnet.synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
+from models.numpy_synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
 
 #: Special token ids; regular tokens are FIRST_TOKEN..vocab-1 (as in the PyTorch version).
 PAD, BOS, EOS = 0, 1, 2

@@ -1,10 +1,8 @@
-"""Seeded synthetic batches for the MXNet workloads, drawn on the host with numpy.
+"""Seeded synthetic batches drawn on the host with numpy, for the workloads of every framework
+other than PyTorch (whose own module, models/pytorch/synthetic.py, draws with a torch.Generator).
 
-Same shapes and distributions as models/pytorch/synthetic.py (standard normal images, uniform
-labels, uniform sentence lengths and token ids, right padding), but drawn from a
-`numpy.random.RandomState`, so the values differ from the PyTorch draw while the statistics match.
-This module repeats the PyTorch module's argument checks instead of importing it, because that
-module imports torch and the MXNet interpreter has none.
+Same shapes and distributions as the PyTorch suite; framework-neutral so the MXNet and TensorFlow
+interpreters (which have no torch) share one copy.
 """
 
 from __future__ import annotations
