@@ -17,7 +17,7 @@ $(BIN)/tbd: setup.cfg pyproject.toml $(CONSTRAINTS)
 	$(BIN)/pip install --quiet $(PIP_CONSTRAINT_FLAG) -e '.[pytorch,test]'
 	@touch $(BIN)/tbd
 
-setup: $(BIN)/tbd .venv-mxnet/bin/python
+setup: $(BIN)/tbd .venv-mxnet/bin/python .venv-tensorflow/bin/python
 
 # MXNet 1.9 (its last release) does not import with numpy 2: it gets its own environment, whose
 # interpreter runs the MXNet runner child (tbd/frameworks.py). tbd's child-side modules need only
@@ -37,13 +37,15 @@ setup-tensorflow: .venv-tensorflow/bin/python
 profile: setup
 	$(BIN)/tbd profile $(MODEL) --framework pytorch $(ARGS)
 
-# The main suite runs in .venv (the child of an MXNet run uses .venv-mxnet); the tests that import
-# mxnet itself run again inside .venv-mxnet.
+# The main suite runs in .venv (the children of MXNet and TensorFlow runs use their own venvs); the
+# tests that import mxnet or tensorflow themselves run again inside those venvs.
 MXNET_TESTS := tests/test_models_mxnet.py tests/test_memory_mxnet.py tests/test_mxnet_trace.py
+TENSORFLOW_TESTS := tests/test_models_tensorflow.py tests/test_tensorflow_trace.py
 
 test: setup
 	$(BIN)/python -m pytest -q tests
 	PYTHONPATH=. .venv-mxnet/bin/python -m pytest -q $(MXNET_TESTS)
+	PYTHONPATH=. .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider $(TENSORFLOW_TESTS)
 
 clean:
 	rm -rf $(VENV) .venv-mxnet .venv-tensorflow *.egg-info

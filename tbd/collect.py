@@ -49,6 +49,10 @@ def _trace(run_dir: Path, framework: str) -> TraceRecords | None:
 
         shapes = rundir.read_optional(run_dir, rundir.MXNET_SHAPES, "MXNet operand shapes")
         return mxnet_trace.trace_records(read_trace_file(path), source=str(path), shapes=shapes)
+    if framework == "tensorflow":
+        from profilers import tensorflow_trace
+
+        return tensorflow_trace.trace_records(read_trace_file(path), source=str(path))
     return trace_records(read_trace_file(path), source=str(path))
 
 
@@ -57,6 +61,10 @@ def _memory(framework: str, records: dict | None, trace: TraceRecords | None, cr
         from analysis import memory_mxnet
 
         return memory_mxnet.memory_breakdown(records, trace)
+    if framework == "tensorflow":
+        from analysis import memory_tensorflow
+
+        return memory_tensorflow.memory_breakdown(records, trace)
     return memory_breakdown(records, trace, cross)
 
 

@@ -31,7 +31,8 @@ MODELS: dict[str, ModelInfo] = {
     for m in (
         # Default batches follow the TBD paper's GPU runs (Table II/IV) where it names one.
         ModelInfo("resnet50", "image classification", "CONV", "ImageNet (3x224x224, 1000 classes)",
-                  "images/s", 32, {"pytorch": "models.pytorch.resnet50", "mxnet": "models.mxnet.resnet50"}),
+                  "images/s", 32, {"pytorch": "models.pytorch.resnet50", "mxnet": "models.mxnet.resnet50",
+                                "tensorflow": "models.tensorflow.resnet50"}),
         ModelInfo("resnet101", "image classification", "CONV", "ImageNet (3x224x224, 1000 classes)",
                   "images/s", 32, {"pytorch": "models.pytorch.resnet101"}),
         ModelInfo("resnet152", "image classification", "CONV", "ImageNet (3x224x224, 1000 classes)",
@@ -39,7 +40,8 @@ MODELS: dict[str, ModelInfo] = {
         ModelInfo("inception3", "image classification", "CONV", "ImageNet (3x299x299, 1000 classes)",
                   "images/s", 32, {"pytorch": "models.pytorch.inception3"}),
         ModelInfo("seq2seq", "machine translation", "LSTM", "IWSLT15 en-vi (vocab 17,188; 20-30 tokens)",
-                  "sentences/s", 64, {"pytorch": "models.pytorch.seq2seq", "mxnet": "models.mxnet.seq2seq"}),
+                  "sentences/s", 64, {"pytorch": "models.pytorch.seq2seq", "mxnet": "models.mxnet.seq2seq",
+                                   "tensorflow": "models.tensorflow.seq2seq"}),
         ModelInfo("transformer", "machine translation", "Attention", "WMT14 en-de (vocab 37,000; <= 50 tokens)",
                   "sentences/s", 64, {"pytorch": "models.pytorch.transformer"}),
         ModelInfo("faster_rcnn", "object detection", "CONV", "Pascal VOC 2007 (~500x350, 20 classes)",

@@ -1,0 +1,285 @@
+"""TensorFlow trace reader: the hook's Chrome trace (converted from TF's XSpace) becomes `TraceRecords`.
+
+No tensorflow import. Input: RUN_DIR/trace.json.gz as profilers/tensorflow.py writes it (schema
+"tbd.tensorflow_trace/1"): "X" events with exact integer picoseconds in args `ts_ps`/`dur_ps`;
+cat "tf_op" = a TF op execution (args `tf_op` = graph node, `tf_type` = the executed kernel's op
+type, e.g. "_MklNativeFusedConv2D" after grappler/oneDNN rewrites), cat "step" = "ProfilerStep#N",
+cat "traceme" = TF runtime annotations (not rows); "tfOpShapes" = the hook's log of the step
+graph's operand shapes by node name.
+
+Rows: one per tf_op event in the window, covering its SELF time (op events on one thread do not
+nest in TF 2.21 CPU traces; if they do the parent keeps its own time). Busy = the outermost op
+intervals per thread. Times: ps -> ns by floor division (TF records ns multiples on the CPU; a
+note says when not). FLOPs: TF op types map onto the shared ATen formula table (analysis.flops)
+through `TF_TO_ATEN`, with shapes from "tfOpShapes"; a fused op (grappler names it after its last
+node, e.g. a BiasAdd or Relu) takes the shapes of the node of its base type up its first inputs. Rows
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable
+
+import numpy as np
+
+from analysis.flops_args import OpShapes
+from tbd.errors import TraceFormatError
+from tbd.records import ANALYTIC, KernelTable, OpTable, StepSpan, TraceRecords
+
+SCHEMA = "tbd.tensorflow_trace/1"
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_HINT = "record with `tbd profile --framework tensorflow` (profilers/tensorflow.py writes this trace)"
+_TYPES = {"float32": "float", "float16": "c10::Half", "float64": "double", "bfloat16": "c10::BFloat16"}
+# oneDNN / grappler rewrites of a kernel keep the base op's semantics (bias add and activation fused
+# in are not counted, as aten::addmm's bias is not).
+_PREFIXES = ("_MklNativeFused", "_MklNative", "_MklFused", "_Mkl", "_Fused")
+_SUFFIXES = ("WithBias",)
+
+
+def base_type(tf_type: str) -> str:
+    """'_MklNativeFusedConv2D' -> 'Conv2D', '_MklNativeConv2DBackpropFilterWithBias' -> 'Conv2DBackpropFilter'."""
+    for p in _PREFIXES:
+        if tf_type.startswith(p):
+            tf_type = tf_type[len(p):]
+            break
+    for s in _SUFFIXES:
+        tf_type = tf_type.removesuffix(s)
+    return tf_type
+
+
+def _nchw(shape: list, fmt: str) -> list:
+    return [shape[0], shape[3], shape[1], shape[2]] if fmt.startswith("NHWC") else list(shape)
+
+
+def _filter(f: list) -> list:
+    """TF filter [kh, kw, cin, cout] -> ATen weight [cout, cin, kh, kw]."""
+    return [f[3], f[2], f[0], f[1]]
+
+
+def _conv_common(node: dict, x: list, f: list, out: list) -> tuple:
+    a = node["attrs"]
+    fmt = a.get("data_format", "NHWC")
+    x4, o4, w4 = _nchw(x, fmt), _nchw(out, fmt), _filter(f)
+    sp = slice(1, 3) if fmt.startswith("NHWC") else slice(2, 4)
+    stride, dil = list(a["strides"])[sp], list(a["dilations"])[sp]
+    return x4, o4, w4, stride, dil, x4[1] // w4[1]
+
+
+def _padding(node: dict, x4: list, w4: list, o4: list, stride: list, dil: list) -> list:
+    """Symmetric padding giving the graph's output size (ATen pads symmetrically); ValueError if none."""
+    pads = []
+    for i in range(2):
+        h, k, s, d, o = x4[2 + i], w4[2 + i], stride[i], dil[i], o4[2 + i]
+        total = max((o - 1) * s + d * (k - 1) + 1 - h, 0)
+        for p in (total // 2, (total + 1) // 2):
+            if (h + 2 * p - d * (k - 1) - 1) // s + 1 == o:
+                pads.append(p)
+                break
+        else:
+            raise ValueError(f"no symmetric padding gives output {o} from {h}")
+    return pads
+
+
+def _conv2d(node: dict, t: str) -> list[OpShapes]:
+    x, f = node["inputs"][0], node["inputs"][1]
+    x4, o4, w4, stride, dil, groups = _conv_common(node, x, f, node["outputs"][0])
+    pad = _padding(node, x4, w4, o4, stride, dil)
+    return [OpShapes("aten::convolution", (x4, w4, [], [], [], [], [], [], []), (t, t),
+                     ("", "", "", str(stride), str(pad), str(dil), "False", "", str(groups)))]
+
+
+def _conv_backward(node: dict, t: str, x: list, f: list, go: list, mask: list) -> list[OpShapes]:
+    x4, o4, w4, stride, dil, groups = _conv_common(node, x, f, go)
+    pad = _padding(node, x4, w4, o4, stride, dil)
+    return [OpShapes("aten::convolution_backward", (o4, x4, w4), (t, t, t),
+                     ("", "", "", "", str(stride), str(pad), str(dil), "False", "", str(groups), str(mask)))]
+
+
+def _conv_bwd_input(node: dict, t: str) -> list[OpShapes]:
+    # Conv2DBackpropInput(input_sizes, filter, out_backprop): only grad_input.
+    return _conv_backward(node, t, node["outputs"][0], node["inputs"][1], node["inputs"][2], [True, False, False])
+
+
+def _conv_bwd_filter(node: dict, t: str) -> list[OpShapes]:
+    # Conv2DBackpropFilter(input, filter_sizes, out_backprop): only grad_weight (a fused bias grad is not counted).
+    return _conv_backward(node, t, node["inputs"][0], node["outputs"][0], node["inputs"][2], [False, True, False])
+
+
+def _matmul(node: dict, t: str) -> list[OpShapes]:
+    a, b = list(node["inputs"][0]), list(node["inputs"][1])
+    at = node["attrs"]
+    if at.get("transpose_a") or at.get("adj_x"):
+        a[-2], a[-1] = a[-1], a[-2]
+    if at.get("transpose_b") or at.get("adj_y"):
+        b[-2], b[-1] = b[-1], b[-2]
+    if len(a) == 2 and len(b) == 2:
+        return [OpShapes("aten::mm", (a, b), (t, t), ())]
+    batch = math.prod(node["outputs"][0][:-2])  # broadcast batch dims
+    return [OpShapes("aten::bmm", ([batch, a[-2], a[-1]], [batch, b[-2], b[-1]]), (t, t), ())]
+
+
+def _elementwise(aten: str) -> Callable[[dict, str], list[OpShapes]]:
+    def f(node: dict, t: str) -> list[OpShapes]:
+        dims = tuple(list(s) for s in node["inputs"])
+        return [OpShapes(aten, dims, tuple(t for _ in dims), tuple("" for _ in dims))]
+    return f
+
+
+#: TF op type (after `base_type`) -> adapter from the logged graph node to the ATen calls.
+TF_TO_ATEN: dict[str, Callable[[dict, str], list[OpShapes]]] = {
+    "Conv2D": _conv2d, "Conv2DBackpropInput": _conv_bwd_input, "Conv2DBackpropFilter": _conv_bwd_filter,
+    "MatMul": _matmul, "BatchMatMul": _matmul, "BatchMatMulV2": _matmul, "BatchMatMulV3": _matmul,
+    "Relu": _elementwise("aten::relu"), "ReluGrad": _elementwise("aten::threshold_backward"),
+    "AddV2": _elementwise("aten::add"), "Add": _elementwise("aten::add"), "Mul": _elementwise("aten::mul"),
+    "Sub": _elementwise("aten::sub"),
+}
+
+
+def _shape_node(node_name: str, kind: str, shapes: dict) -> dict | None:
+    """The graph node holding the op's operand shapes. Grappler names a fused op after its last node
+    (BiasAdd, Relu, ...): walk first inputs back to the node of the executed base type."""
+    node = shapes.get(node_name)
+    for _ in range(4):  # Conv2D -> BiasAdd -> Relu at most, with slack
+        if node is None or node.get("type") == kind or (kind.startswith("BatchMatMul") and
+                                                         str(node.get("type")).startswith("BatchMatMul")):
+            return node
+        node = shapes.get((node.get("input_ops") or [""])[0])
+    return None
+
+
+def trace_records(trace: dict, source: str, flops_of=None, precision_of=None) -> TraceRecords:
+    """Build the records of one loaded TF trace (pure: no I/O).
+
+    Args:
+        trace: what `profilers.kineto.read_trace_file` returned for RUN_DIR/trace.json.gz.
+        source: the trace's name, for notes and errors.
+        flops_of / precision_of: default `analysis.flops.op_flops` / `precision_of`.
+    Returns:
+        TraceRecords with integer-ns times, device_kind "cpu" (TF op events are host executions).
+    Raises:
+        TraceFormatError: not this schema, malformed events, unpaired steps, no op events.
+    """
+    if flops_of is None or precision_of is None:
+        from analysis import flops as _flops
+
+        flops_of = flops_of or _flops.op_flops
+        precision_of = precision_of or _flops.precision_of
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise TraceFormatError(f'{source}: not a trace (no "traceEvents" list of objects)', hint=_HINT)
+    if trace.get("schema") != SCHEMA:
+        raise TraceFormatError(f"{source}: not a tbd TensorFlow trace (schema {trace.get('schema')!r})", hint=_HINT)
+    shapes = trace.get("tfOpShapes")
+    if shapes is not None and not isinstance(shapes, dict):
+        raise TraceFormatError(f"{source}: tfOpShapes is not an object")
+    notes: list[str] = []
+    ops, steps, inexact = _events(events, source)
+    if inexact:
+        notes.append(f"{inexact} event times were not whole ns: floored to ns")
+    if not len(ops["name"]):
+        raise TraceFormatError(f"{source}: no TensorFlow op events", hint=_HINT)
+    if steps:
+        lo, hi = steps[0].start_ns, max(s.end_ns for s in steps)
+    else:
+        lo, hi = int(ops["start"].min()), int(ops["end"].max())
+        notes.append("no ProfilerStep spans: the whole trace is the window")
+    step_no = np.full(len(ops["name"]), -1, dtype=np.int64)
+    for s in steps:
+        step_no[(ops["start"] >= s.start_ns) & (ops["start"] <= s.end_ns)] = s.number
+    flops, precision, covered, mapped = _row_flops(ops, shapes, flops_of, precision_of, source)
+    if shapes is None:
+        notes.append("no tfOpShapes in the trace (the step was not a tf.function): FLOPs unknown")
+    else:
+        notes.append(f"TF's profiler records no operand shapes: FLOPs come from the step graph's shapes "
+                     f"({covered} of {mapped} op events of types with a formula matched); other ops' FLOPs are unknown")
+    keep = (ops["start"] >= lo) & (ops["start"] <= hi)
+    order = np.flatnonzero(keep)[np.argsort(ops["start"][keep], kind="stable")]
+    table = KernelTable(ops["name"], ops["start"], ops["self"], np.full(len(step_no), -1, dtype=np.int64),
+                        ops["tid"], ops["type"].copy(), flops,
+                        np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision, step_no)
+    roots = keep & (ops["depth"] == 0)
+    op_table = OpTable(ops["type"][keep], ops["start"][keep], ops["end"][keep], ops["tid"][keep])
+    notes.append("TF op executions on the host; no allocator events are read (feature maps unknown)")
+    return TraceRecords(source, "cpu", table.select(order), ops["start"][roots], ops["end"][roots], steps, lo, hi,
+                        op_table, None, tuple(notes))
+
+
+def _int(args: dict, key: str, source: str, name) -> int:
+    v = args.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or (key == "dur_ps" and v < 0):
+        raise TraceFormatError(f"{source}: event {name!r} has no integer {key} ({v!r})", hint=_HINT)
+    return v
+
+
+def _events(events: list, source: str) -> tuple[dict, tuple[StepSpan, ...], int]:
+    rows, spans, inexact, tids = [], [], 0, {}
+    for ev in events:
+        cat = ev.get("cat")
+        if ev.get("ph") != "X" or cat not in ("tf_op", "step"):
+            continue
+        args = ev.get("args")
+        if not isinstance(args, dict):
+            raise TraceFormatError(f"{source}: event {ev.get('name')!r} has no args", hint=_HINT)
+        ts, dur = _int(args, "ts_ps", source, ev.get("name")), _int(args, "dur_ps", source, ev.get("name"))
+        inexact += int(ts % 1000 != 0 or dur % 1000 != 0)
+        start, end = ts // 1000, (ts + dur) // 1000
+        if cat == "step":
+            m = _STEP.match(str(ev.get("name")))
+            if m is None:
+                raise TraceFormatError(f"{source}: step event {ev.get('name')!r} is not ProfilerStep#N")
+            spans.append(StepSpan(int(m.group(1)), start, end, end))
+            continue
+        if not isinstance(args.get("tf_type"), str) or not isinstance(args.get("tf_op"), str):
+            raise TraceFormatError(f"{source}: op event {ev.get('name')!r} lacks tf_op/tf_type", hint=_HINT)
+        tid = tids.setdefault((ev.get("pid"), ev.get("tid")), len(tids))
+        rows.append((args["tf_op"], args["tf_type"], start, end, tid))
+    rows.sort(key=lambda r: (r[4], r[2], -r[3]))
+    depth, self_ns, stack = [0] * len(rows), [r[3] - r[2] for r in rows], []
+    for i, (_, _, start, end, tid) in enumerate(rows):
+        while stack and (rows[stack[-1]][4] != tid or rows[stack[-1]][3] <= start):
+            stack.pop()
+        if stack:
+            depth[i] = len(stack)
+            self_ns[stack[-1]] -= end - start
+        stack.append(i)
+    cols = {"name": np.array([r[0] for r in rows], dtype=object),
+            "type": np.array([r[1] for r in rows], dtype=object),
+            "start": np.array([r[2] for r in rows], dtype=np.int64),
+            "end": np.array([r[3] for r in rows], dtype=np.int64),
+            "self": np.array(self_ns, dtype=np.int64), "depth": np.array(depth, dtype=np.int64),
+            "tid": np.array([r[4] for r in rows], dtype=np.int64)}
+    order = np.argsort(cols["start"], kind="stable")
+    return {k: v[order] for k, v in cols.items()}, tuple(sorted(spans, key=lambda s: s.start_ns)), inexact
+
+
+def _static(node: dict) -> bool:
+    """True when every logged input/output shape is fully known (the graph's static shapes)."""
+    shapes = list(node.get("inputs") or []) + list(node.get("outputs") or [])
+    return all(isinstance(x, list) and all(isinstance(d, int) and d >= 0 for d in x) for x in shapes)
+
+
+def _row_flops(ops: dict, shapes: dict | None, flops_of, precision_of, source: str):
+    n = len(ops["name"])
+    flops, precision = np.full(n, np.nan), np.array([""] * n, dtype=object)
+    covered = mapped = 0
+    for i in range(n):
+        kind = base_type(str(ops["type"][i]))
+        if kind not in TF_TO_ATEN:
+            continue
+        mapped += 1
+        node = _shape_node(str(ops["name"][i]), kind, shapes or {})
+        if node is None:
+            continue
+        if not _static(node):
+            continue  # a dimension unknown at trace time (-1 or unknown rank): FLOPs stay NaN
+        t = _TYPES.get(str(node.get("dtype", "")), "")
+        try:
+            aten = TF_TO_ATEN[kind](node, t)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise TraceFormatError(f"{source}: malformed shape record for {ops['name'][i]!r} ({exc})") from None
+        values = [flops_of(a) for a in aten]
+        flops[i] = math.nan if any(v is None for v in values) else float(sum(values))
+        precision[i] = precision_of(aten[0].input_types)
+        covered += 1
+    return flops, precision, covered, mapped
