@@ -139,38 +139,12 @@ def _environment(host: Any, spec: RunSpec, ctx: Any) -> dict:
     if spec.threads:
         cpu["threads_in_use"] = min(int(spec.threads), cpu["cores_available"] or cpu["cores_logical"])
     if ctx.device_type == "gpu":
-        env["gpu"], env["gpu_reason"] = _gpu_facts(ctx.device_id), None
+        from profilers.nvml import gpu_facts_from_nvml
+
+        env["gpu"], env["gpu_reason"] = gpu_facts_from_nvml(ctx.device_id), None
     else:
         env["gpu_reason"] = "the run used device cpu"
     return env
-
-
-def _gpu_facts(index: int) -> dict:
-    """What NVML says about GPU `index` (MXNet 1.9 has no device-properties API)."""
-    from profilers import nvml as _nvml
-
-    facts = _nvml.nvml_device_facts(index)
-    gpu: dict = {"name": None, "index": index, "uuid": None, "compute_capability": None, "sm_count": None,
-                 "memory_bytes": None, "max_sm_clock_hz": facts.get("max_sm_clock_hz"),
-                 "clock_source": "nvmlDeviceGetMaxClockInfo(NVML_CLOCK_SM)" if facts.get("max_sm_clock_hz") else None,
-                 "driver": facts.get("driver"), "cuda": None, "nvml_reason": facts.get("nvml_reason"),
-                 "sm_count_reason": "neither MXNet 1.9 nor NVML reports the SM count"}
-    lib, _ = _nvml.load_nvml()
-    if lib is None:
-        return gpu
-    try:
-        handle, _ = _nvml.device_handle(lib, index, None)
-        name = lib.nvmlDeviceGetName(handle)
-        gpu["name"] = name.decode() if isinstance(name, bytes) else str(name)
-        gpu["memory_bytes"] = int(lib.nvmlDeviceGetMemoryInfo(handle).total)
-        uuid = lib.nvmlDeviceGetUUID(handle)
-        gpu["uuid"] = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
-        gpu["compute_capability"] = list(lib.nvmlDeviceGetCudaComputeCapability(handle))
-    except Exception as exc:  # noqa: BLE001 - a fact NVML cannot give stays None, with its reason
-        gpu["nvml_reason"] = f"NVML query failed: {exc}"
-    finally:
-        lib.nvmlShutdown()
-    return gpu
 
 
 def _nbytes(arr: Any) -> int:

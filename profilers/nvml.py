@@ -214,3 +214,30 @@ class NvmlSampler:
             self._read_once()
         except Exception as exc:  # noqa: BLE001 - reported by stop(), never swallowed
             self._error = f"NVML read failed: {exc}"
+
+
+def gpu_facts_from_nvml(index: int) -> dict:
+    """An environment's "gpu" record from NVML alone, for frameworks with no device-properties API
+    (MXNet 1.9, TensorFlow): name, memory, UUID, compute capability, max SM clock, driver."""
+    facts = nvml_device_facts(index)
+    gpu: dict = {"name": None, "index": index, "uuid": None, "compute_capability": None, "sm_count": None,
+                 "memory_bytes": None, "max_sm_clock_hz": facts.get("max_sm_clock_hz"),
+                 "clock_source": "nvmlDeviceGetMaxClockInfo(NVML_CLOCK_SM)" if facts.get("max_sm_clock_hz") else None,
+                 "driver": facts.get("driver"), "cuda": None, "nvml_reason": facts.get("nvml_reason"),
+                 "sm_count_reason": "neither this framework nor NVML reports the SM count"}
+    lib, _ = load_nvml()
+    if lib is None:
+        return gpu
+    try:
+        handle, _ = device_handle(lib, index, None)
+        name = lib.nvmlDeviceGetName(handle)
+        gpu["name"] = name.decode() if isinstance(name, bytes) else str(name)
+        gpu["memory_bytes"] = int(lib.nvmlDeviceGetMemoryInfo(handle).total)
+        uuid = lib.nvmlDeviceGetUUID(handle)
+        gpu["uuid"] = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        gpu["compute_capability"] = list(lib.nvmlDeviceGetCudaComputeCapability(handle))
+    except Exception as exc:  # noqa: BLE001 - a fact NVML cannot give stays None, with its reason
+        gpu["nvml_reason"] = f"NVML query failed: {exc}"
+    finally:
+        lib.nvmlShutdown()
+    return gpu

@@ -121,9 +121,9 @@ def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) ->
     if device == "cpu":
         env["gpu_reason"] = "the run used device cpu"
     else:
-        from profilers.mxnet import _gpu_facts  # NVML facts; TF has no SM-count API either
+        from profilers.nvml import gpu_facts_from_nvml  # TF has no device-properties API either
 
-        env["gpu"], env["gpu_reason"] = _gpu_facts(int(device.split(":")[1])), None
+        env["gpu"], env["gpu_reason"] = gpu_facts_from_nvml(int(device.split(":")[1])), None
     rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT, env)
     progress({"stage": "build", "done": 0, "total": 1})
     with tf.device(tf_device):
