@@ -154,6 +154,6 @@ def test_out_of_memory_names_the_largest_batch_that_fit(tmp_path, capsys):
     assert code == 3, err
     assert err.startswith("tbd: error: batch 262144 ran out of memory on cpu") and err.count("\n") == 1
     fit = int(err.split("the largest batch that fit was ")[1].split(";")[0])
-    assert 1 <= fit < 262144 and 262144 % fit == 0
+    assert 262144 > fit >= 1 and 262144 % fit == 0
     assert not out.exists(), "nothing gathered, nothing left behind"
     assert not list(tmp_path.iterdir()), "probe directories are cleaned up"

@@ -30,11 +30,8 @@ import numpy as np
 import tensorflow as tf
 
 from models.base import Workload
-from models.numpy_synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
-
-#: Special token ids; regular tokens are FIRST_TOKEN..vocab-1 (as in the PyTorch version).
-PAD, BOS, EOS = 0, 1, 2
-FIRST_TOKEN = 3
+from models.numpy_synthetic import (BOS, EOS, FIRST_TOKEN, PAD, POOL_SIZE, batch_tokens,  # noqa: F401
+                                    check_build_args, sentence_pair_batch)
 
 #: Every parameter starts uniform in [-INIT_SCALE, INIT_SCALE] (tensorflow/nmt's init_weight).
 INIT_SCALE = 0.1
@@ -158,30 +155,3 @@ def build(batch: int, device: str, size: str = "full", seed: int = 0,
                      f"sentence pairs"),
     )
 
-
-def sentence_pair_batch(batch: int, vocab: int, shortest: int, longest: int, rng: np.random.RandomState
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One synthetic batch of sentence pairs, laid out as models/pytorch/seq2seq.py's.
-
-    Source and target lengths are independent and uniform over shortest..longest tokens, ids
-    uniform over the regular tokens; the decoder reads <s> + target and predicts target + </s>,
-    each padded with PAD to the batch's longest. Pairs are ordered longest source first, as in
-    the PyTorch version (there packing needs it; here it only keeps the layouts identical).
-
-    Returns:
-        (src int64 [B, S], tgt_in int64 [B, T + 1], tgt_out int64 [B, T + 1]) numpy arrays on the
-        host; S and T are the batch's longest source and target sentence in tokens.
-    """
-    src_len = np.sort(sentence_lengths(batch, shortest, longest, rng))[::-1]
-    tgt_len = sentence_lengths(batch, shortest, longest, rng)
-    src = token_batch(src_len, FIRST_TOKEN, vocab, PAD, rng)
-    tgt = token_batch(tgt_len, FIRST_TOKEN, vocab, PAD, rng)
-    tgt_in = np.concatenate([np.full((batch, 1), BOS, dtype=np.int64), tgt], axis=1)
-    tgt_out = np.concatenate([tgt, np.full((batch, 1), PAD, dtype=np.int64)], axis=1)
-    tgt_out[np.arange(batch), tgt_len] = EOS
-    return src, tgt_in, tgt_out
-
-
-def batch_tokens(src: np.ndarray, tgt_out: np.ndarray) -> float:
-    """Non-pad tokens in a batch: source words plus target words and </s> (tensorflow/nmt's word_count)."""
-    return float((np.asarray(src) != PAD).sum() + (np.asarray(tgt_out) != PAD).sum())
