@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from profilers.mxnet_shapes import ShapeLog, _flat_arrays
-from profilers.windows import timing_window, write_iterations
+from profilers.windows import run_stages
 from tbd import rundir
 from tbd.records import RunSpec
-from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window, run_warmup
+from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window
 
 MEMORY_SCHEMA = "tbd.mxnet_memory_records/1"
 SHAPES = rundir.MXNET_SHAPES
@@ -182,40 +182,21 @@ def memory_snapshot(model: Any, trainer: Any, inputs: Any) -> dict:
     return out
 
 
-def _workload_record(workload: Any) -> dict:
-    params = None
-    if workload.model is not None:
-        params = int(sum(int(p.data().size) for p in workload.model.collect_params().values()))
-    return {"name": workload.name, "samples_per_step": workload.samples_per_step,
-            "throughput_unit": workload.throughput_unit, "units_per_step": dict(workload.units_per_step),
-            "parameters": params, "description": workload.description}
-
-
 def _run_stages(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, state: LoopState,
                 progress: ProgressFn) -> None:
     is_gpu = ctx.device_type == "gpu"
-    synchronize = mx.nd.waitall  # MXNet's engine is asynchronous on the CPU too
-    hooks = LoopHooks(step=workload.step, synchronize=synchronize, samples_counter=workload.samples_counter)
-    deadline_ns = hooks.clock() + int(spec.max_seconds * 1e9)
-    rundir.atomic_write_json(run_dir / rundir.WORKLOAD, _workload_record(workload))
-
-    run_warmup(hooks, spec, state, deadline_ns, progress=progress)
-    write_iterations(run_dir, state)
-
+    # MXNet's engine is asynchronous on the CPU too: waitall() is the synchronisation.
+    hooks = LoopHooks(step=workload.step, synchronize=mx.nd.waitall, samples_counter=workload.samples_counter)
     nvml = None
     if is_gpu:
         from profilers.nvml import NvmlSampler
 
         nvml = NvmlSampler(ctx.device_id)
-    timing_window(hooks, spec, state, deadline_ns, run_dir, progress, nvml=nvml)
-
-    if spec.trace_iterations > 0:
-        _trace_window(mx, workload, spec, run_dir, ctx, hooks, state, progress)
-        write_iterations(run_dir, state)
-
-    progress({"stage": "gemm", "done": 0, "total": 1})
-    rundir.atomic_write_json(run_dir / rundir.GEMM, measured_gemm_ceiling(mx, ctx, n=4096 if is_gpu else 2048))
-    progress({"stage": "gemm", "done": 1, "total": 1})
+    params = None if workload.model is None else int(sum(int(p.data().size)
+                                                         for p in workload.model.collect_params().values()))
+    run_stages(hooks, workload, spec, state, run_dir, progress, parameters=params, nvml=nvml,
+               trace_window=lambda: _trace_window(mx, workload, spec, run_dir, ctx, hooks, state, progress),
+               gemm_ceiling=lambda: measured_gemm_ceiling(mx, ctx, n=4096 if is_gpu else 2048))
 
 
 def _trace_window(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, hooks: LoopHooks,

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from models.base import Workload
-from profilers.windows import timing_window, write_iterations
+from profilers.windows import run_stages
 from tbd import rundir
 from tbd.records import RunSpec
-from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window, run_warmup
+from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window
 
 
 def resolve_device(torch: Any, requested: str) -> Any:
@@ -53,16 +53,6 @@ def _nvtx_marker():
     return lambda name: nvtx.annotate(name, domain="tbd")
 
 
-def workload_record(workload: Workload) -> dict:
-    """What the parent needs of the workload to turn iterations into throughput."""
-    params = None
-    if workload.model is not None:
-        params = sum(p.numel() for p in workload.model.parameters())
-    return {"name": workload.name, "samples_per_step": workload.samples_per_step,
-            "throughput_unit": workload.throughput_unit, "units_per_step": dict(workload.units_per_step),
-            "parameters": params, "description": workload.description}
-
-
 def run_workload(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, device: Any,
                  state: LoopState, progress: ProgressFn) -> None:
     """Run every stage and write the raw records; `state` keeps what was gathered if interrupted.
@@ -78,29 +68,18 @@ def run_workload(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, d
 
 def _run_stages(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, device: Any,
                 state: LoopState, progress: ProgressFn) -> None:
+    from profilers.gemm import measured_gemm_ceiling
+
     is_cuda = device.type == "cuda"
     synchronize = (lambda: torch.cuda.synchronize(device)) if is_cuda else (lambda: None)
     hooks = LoopHooks(step=workload.step, synchronize=synchronize, mark=_nvtx_marker(),
                       samples_counter=workload.samples_counter)
-    deadline_ns = hooks.clock() + int(spec.max_seconds * 1e9)
-    rundir.atomic_write_json(run_dir / rundir.WORKLOAD, workload_record(workload))
-
-    run_warmup(hooks, spec, state, deadline_ns, progress=progress)
-    write_iterations(run_dir, state)
-
-    nvml = _nvml_sampler(torch, device) if is_cuda else None
-    timing_window(hooks, spec, state, deadline_ns, run_dir, progress, nvml=nvml)
-
-    if spec.trace_iterations > 0:
-        _trace_window(torch, workload, spec, run_dir, device, hooks, state, progress)
-        write_iterations(run_dir, state)
-
-    progress({"stage": "gemm", "done": 0, "total": 1})
-    from profilers.gemm import measured_gemm_ceiling
-
-    # A larger matrix on a GPU: n=2048 is too small to fill an H100's SMs for long.
-    rundir.atomic_write_json(run_dir / rundir.GEMM, measured_gemm_ceiling(torch, device, n=4096 if is_cuda else 2048))
-    progress({"stage": "gemm", "done": 1, "total": 1})
+    params = None if workload.model is None else sum(p.numel() for p in workload.model.parameters())
+    run_stages(hooks, workload, spec, state, run_dir, progress, parameters=params,
+               nvml=_nvml_sampler(torch, device) if is_cuda else None,
+               trace_window=lambda: _trace_window(torch, workload, spec, run_dir, device, hooks, state, progress),
+               # A larger matrix on a GPU: n=2048 is too small to fill an H100's SMs for long.
+               gemm_ceiling=lambda: measured_gemm_ceiling(torch, device, n=4096 if is_cuda else 2048))
 
 
 def _nvml_sampler(torch: Any, device: Any):

@@ -32,17 +32,16 @@ import glob
 import gzip
 import json
 import math
-import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from profilers.windows import timing_window, write_iterations
+from profilers.windows import run_stages
 from tbd import rundir
 from tbd.records import RunSpec
-from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window, run_warmup
+from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window
 
 MEMORY_SCHEMA = "tbd.tensorflow_memory_records/1"
 TRACE_SCHEMA = "tbd.tensorflow_trace/1"
@@ -149,36 +148,20 @@ def _synchronizer(tf: Any, tf_device: str):
     return sync
 
 
-def _workload_record(workload: Any) -> dict:
-    params = None
-    if workload.model is not None:
-        params = int(sum(int(math.prod(v.shape)) for v in workload.model.weights))
-    return {"name": workload.name, "samples_per_step": workload.samples_per_step,
-            "throughput_unit": workload.throughput_unit, "units_per_step": dict(workload.units_per_step),
-            "parameters": params, "description": workload.description}
-
-
 def _run_stages(tf: Any, workload: Any, spec: RunSpec, run_dir: Path, tf_device: str, state: LoopState,
                 progress: ProgressFn) -> None:
     is_gpu = tf_device.startswith("/GPU")
     hooks = LoopHooks(step=workload.step, synchronize=_synchronizer(tf, tf_device),
                       samples_counter=workload.samples_counter)
-    deadline_ns = hooks.clock() + int(spec.max_seconds * 1e9)
-    rundir.atomic_write_json(run_dir / rundir.WORKLOAD, _workload_record(workload))
-    run_warmup(hooks, spec, state, deadline_ns, progress=progress)
-    write_iterations(run_dir, state)
     nvml = None
     if is_gpu:
         from profilers.nvml import NvmlSampler
 
         nvml = NvmlSampler(int(tf_device.split(":")[1]))
-    timing_window(hooks, spec, state, deadline_ns, run_dir, progress, nvml=nvml)
-    if spec.trace_iterations > 0:
-        _trace_window(tf, workload, spec, run_dir, tf_device, hooks, state, progress)
-        write_iterations(run_dir, state)
-    progress({"stage": "gemm", "done": 0, "total": 1})
-    rundir.atomic_write_json(run_dir / rundir.GEMM, measured_gemm_ceiling(tf, tf_device, n=4096 if is_gpu else 2048))
-    progress({"stage": "gemm", "done": 1, "total": 1})
+    params = None if workload.model is None else int(sum(int(math.prod(v.shape)) for v in workload.model.weights))
+    run_stages(hooks, workload, spec, state, run_dir, progress, parameters=params, nvml=nvml,
+               trace_window=lambda: _trace_window(tf, workload, spec, run_dir, tf_device, hooks, state, progress),
+               gemm_ceiling=lambda: measured_gemm_ceiling(tf, tf_device, n=4096 if is_gpu else 2048))
 
 
 def _trace_window(tf: Any, workload: Any, spec: RunSpec, run_dir: Path, tf_device: str, hooks: LoopHooks,

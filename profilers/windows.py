@@ -1,19 +1,21 @@
-"""The timing window with its light collectors, shared by every framework hook.
+"""The stage sequence every framework hook runs, and the timing window with its light collectors.
 
-Per-core CPU counters (and NVML on a GPU) run exactly around `tbd.sampling.run_timing_window`;
-what they gathered is written even when the window is cut short (Ctrl-C, a crash), together with
-the iteration log, so a partial profile keeps it.
+Warm-up -> timing window -> trace window -> GEMM ceiling, with the iteration log rewritten after
+each stage. The framework hook supplies what differs: its LoopHooks, its trace window and its
+ceiling measurement. Per-core CPU counters (and NVML on a GPU) run exactly around
+`tbd.sampling.run_timing_window`; what they gathered is written even when the window is cut
+short (Ctrl-C, a crash), together with the iteration log, so a partial profile keeps it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from profilers.cpu import CpuWindow
 from tbd import rundir
 from tbd.records import RunSpec
-from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_timing_window
+from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_timing_window, run_warmup
 
 
 def write_iterations(run_dir: Path, state: LoopState) -> None:
@@ -41,3 +43,34 @@ def timing_window(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns
         elif nvml is not None:
             state.notes.append(f"NVML: {nvml.reason}")
         write_iterations(run_dir, state)
+
+
+def workload_record(workload: Any, parameters: int | None) -> dict:
+    """What the parent needs of the workload to turn iterations into throughput (raw/workload.json)."""
+    return {"name": workload.name, "samples_per_step": workload.samples_per_step,
+            "throughput_unit": workload.throughput_unit, "units_per_step": dict(workload.units_per_step),
+            "parameters": parameters, "description": workload.description}
+
+
+def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState, run_dir: Path,
+               progress: ProgressFn, *, parameters: int | None, nvml: Any,
+               trace_window: Callable[[], None], gemm_ceiling: Callable[[], dict]) -> None:
+    """Warm-up, timing window, trace window (when asked for), GEMM ceiling; raw records after each.
+
+    Args:
+        parameters: the model's parameter count as its framework counts it (None without a model).
+        nvml: an NvmlSampler on a GPU, else None.
+        trace_window: runs the framework's trace window.
+        gemm_ceiling: measures the framework's matrix-multiply ceiling (profilers/gemm.py's keys).
+    """
+    deadline_ns = hooks.clock() + int(spec.max_seconds * 1e9)
+    rundir.atomic_write_json(run_dir / rundir.WORKLOAD, workload_record(workload, parameters))
+    run_warmup(hooks, spec, state, deadline_ns, progress=progress)
+    write_iterations(run_dir, state)
+    timing_window(hooks, spec, state, deadline_ns, run_dir, progress, nvml=nvml)
+    if spec.trace_iterations > 0:
+        trace_window()
+        write_iterations(run_dir, state)
+    progress({"stage": "gemm", "done": 0, "total": 1})
+    rundir.atomic_write_json(run_dir / rundir.GEMM, gemm_ceiling())
+    progress({"stage": "gemm", "done": 1, "total": 1})
