@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Callable
 
 # Each timed repeat runs enough matmuls to last at least this long, so timer resolution and
 # launch overhead stay below ~0.1 % even for a fast GPU on a small n.
@@ -66,18 +66,29 @@ def _time_matmul(torch: Any, device: Any, dtype: Any, n: int, repeats: int) -> t
     b = torch.rand(n, n, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
     out = torch.empty(n, n, device=device, dtype=dtype)
     with torch.inference_mode():
-        torch.mm(a, b, out=out)  # warm-up: library init, kernel selection, caches
+        return best_seconds_per_call(lambda: torch.mm(a, b, out=out), sync, repeats)
+
+
+def best_seconds_per_call(call: Callable[[], Any], sync: Callable[[], Any], repeats: int,
+                          min_repeat_s: float = _MIN_REPEAT_S) -> tuple[float, int]:
+    """Fastest seconds per `call()` over `repeats` timed groups, and the calls per group.
+
+    Framework-neutral (every hook's ceiling uses it): one warm-up call (library init, kernel
+    selection, caches), one calibration call to size a group to at least `min_repeat_s`, then
+    `repeats` groups, each ended by `sync()` so asynchronous devices are timed to completion.
+    """
+    call()
+    sync()
+    t0 = time.perf_counter()
+    call()
+    sync()
+    inner = max(1, math.ceil(min_repeat_s / max(time.perf_counter() - t0, 1e-9)))
+    best = math.inf
+    for _ in range(repeats):
         sync()
         t0 = time.perf_counter()
-        torch.mm(a, b, out=out)  # calibration: how many matmuls fill _MIN_REPEAT_S
+        for _ in range(inner):
+            call()
         sync()
-        inner = max(1, math.ceil(_MIN_REPEAT_S / max(time.perf_counter() - t0, 1e-9)))
-        best = math.inf
-        for _ in range(repeats):
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                torch.mm(a, b, out=out)
-            sync()
-            best = min(best, (time.perf_counter() - t0) / inner)
+        best = min(best, (time.perf_counter() - t0) / inner)
     return best, inner

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import math
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -294,28 +292,11 @@ def measured_gemm_ceiling(mx: Any, ctx: Any, n: int = 2048, repeats: int = 5) ->
         # data (n x n) times weight^T (n x n): the same 2 n^3 FLOPs through oneDNN.
         "FullyConnected": lambda: mx.nd.FullyConnected(a, b, no_bias=True, num_hidden=n, out=out),
     }
-    timed = {name: _best_seconds(mx, fn, repeats) for name, fn in paths.items()}
+    from profilers.gemm import best_seconds_per_call
+
+    timed = {name: best_seconds_per_call(fn, mx.nd.waitall, repeats) for name, fn in paths.items()}
     path = min(timed, key=lambda k: timed[k][0])
     best, inner = timed[path]
     return {"flops_per_s": 2.0 * n**3 / best, "n": n, "seconds": best, "repeats": repeats,
             "matmuls_per_repeat": inner, "dtype": "float32", "path": path,
             "device": "cpu" if ctx.device_type == "cpu" else f"cuda:{ctx.device_id}"}
-
-
-def _best_seconds(mx: Any, matmul: Any, repeats: int) -> tuple[float, int]:
-    """Fastest time of one `matmul()` over `repeats` timed groups, and the group size used."""
-    matmul()  # warm-up: library init, caches
-    mx.nd.waitall()
-    t0 = time.perf_counter()
-    matmul()  # calibration: how many products fill 20 ms (as profilers/gemm.py)
-    mx.nd.waitall()
-    inner = max(1, math.ceil(0.02 / max(time.perf_counter() - t0, 1e-9)))
-    best = math.inf
-    for _ in range(repeats):
-        mx.nd.waitall()
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            matmul()
-        mx.nd.waitall()
-        best = min(best, (time.perf_counter() - t0) / inner)
-    return best, inner

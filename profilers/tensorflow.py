@@ -34,7 +34,6 @@ import json
 import math
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -354,21 +353,9 @@ def measured_gemm_ceiling(tf: Any, tf_device: str, n: int = 2048, repeats: int =
         def matmul():
             return tf.linalg.matmul(a, b)
 
-        matmul().numpy() if tf_device.startswith("/CPU") else matmul()  # warm-up
-        sync()
-        t0 = time.perf_counter()
-        matmul()
-        sync()
-        inner = max(1, math.ceil(0.02 / max(time.perf_counter() - t0, 1e-9)))
-        best = math.inf
-        for _ in range(repeats):
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                c = matmul()
-            sync()
-            _ = c.shape
-            best = min(best, (time.perf_counter() - t0) / inner)
+        from profilers.gemm import best_seconds_per_call
+
+        best, inner = best_seconds_per_call(matmul, sync, repeats)
     return {"flops_per_s": 2.0 * n**3 / best, "n": n, "seconds": best, "repeats": repeats,
             "matmuls_per_repeat": inner, "dtype": "float32", "path": "tf.linalg.matmul",
             "device": "cpu" if tf_device.startswith("/CPU") else f"cuda:{tf_device.split(':')[1]}"}
