@@ -39,8 +39,10 @@ profile: setup
 
 # The main suite runs in .venv (the children of MXNet and TensorFlow runs use their own venvs); the
 # tests that import mxnet or tensorflow themselves run again inside those venvs.
-MXNET_TESTS := tests/test_models_mxnet.py tests/test_memory_mxnet.py tests/test_mxnet_trace.py
-TENSORFLOW_TESTS := tests/test_models_tensorflow.py tests/test_tensorflow_trace.py
+MXNET_TESTS := tests/test_models_mxnet.py tests/test_memory_mxnet.py tests/test_mxnet_trace.py \
+	$(wildcard tests/test_mxnet_model_*.py)
+TENSORFLOW_TESTS := tests/test_models_tensorflow.py tests/test_tensorflow_trace.py \
+	$(wildcard tests/test_tensorflow_model_*.py)
 
 test: setup
 	$(BIN)/python -m pytest -q tests

@@ -172,8 +172,9 @@ def memory_snapshot(model: Any, trainer: Any, inputs: Any) -> dict:
         params = list(model.collect_params().values())
         out["weights_bytes"] = total([a for p in params for a in p.list_data()])
         out["gradients_bytes"] = total([a for p in params if p.grad_req != "null" for a in p.list_grad()])
-    if trainer is not None and getattr(trainer, "_updaters", None) is not None:
-        out["optimizer_state_bytes"] = total([a for u in trainer._updaters for s in u.states.values()
+    trainers = [] if trainer is None else list(trainer) if isinstance(trainer, (list, tuple)) else [trainer]
+    if trainers and all(getattr(t, "_updaters", None) is not None for t in trainers):
+        out["optimizer_state_bytes"] = total([a for t in trainers for u in t._updaters for s in u.states.values()
                                               for a in _flat_arrays(s)])
     if inputs is not None:
         out["input_bytes"] = total(list(inputs()))

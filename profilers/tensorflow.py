@@ -157,7 +157,8 @@ def _run_stages(tf: Any, workload: Any, spec: RunSpec, run_dir: Path, tf_device:
         from profilers.nvml import NvmlSampler
 
         nvml = NvmlSampler(int(tf_device.split(":")[1]))
-    params = None if workload.model is None else int(sum(int(math.prod(v.shape)) for v in workload.model.weights))
+    params = None if workload.model is None else int(sum(int(math.prod(v.shape)) for m in _each(workload.model)
+                                                         for v in m.weights))
     run_stages(hooks, workload, spec, state, run_dir, progress, parameters=params, nvml=nvml,
                trace_window=lambda: _trace_window(tf, workload, spec, run_dir, tf_device, hooks, state, progress),
                gemm_ceiling=lambda: measured_gemm_ceiling(tf, tf_device, n=4096 if is_gpu else 2048))
@@ -300,28 +301,38 @@ def _nbytes(t: Any) -> int:
                                                     else t.dtype).itemsize)
 
 
+def _each(obj: Any) -> list:
+    """A model or optimizer, or a list of them (WGAN-GP: generator and critic, one optimizer each)."""
+    return list(obj) if isinstance(obj, (list, tuple)) else [obj]
+
+
 def memory_snapshot(model: Any, optimizer: Any, inputs: Any) -> dict:
-    """Exact bytes of trainable variables, their (dense) gradients, optimizer variables, inputs."""
+    """Exact bytes of trainable variables, their (dense) gradients, optimizer variables, inputs.
+
+    `model` and `optimizer` may each be one object or a list (several networks, several optimizers).
+    """
     seen: set = set()
 
     def total(tensors: list) -> int:
         out = 0
         for t in tensors:
-            key = getattr(t, "path", None) or id(t)
-            if key not in seen:
-                seen.add(key)
+            # By identity: Keras paths can repeat across two models or two optimizers.
+            if id(t) not in seen:
+                seen.add(id(t))
                 out += _nbytes(t)
         return out
 
     out: dict = {"weights_bytes": None, "non_trainable_bytes": None, "gradients_bytes": None,
                  "optimizer_state_bytes": None, "input_bytes": None}
     if model is not None:
-        out["weights_bytes"] = total(list(model.trainable_variables))
-        out["non_trainable_bytes"] = total(list(model.non_trainable_variables))
+        # A variable two networks share (or a model listed twice) counts once.
+        trainable = list({id(v): v for m in _each(model) for v in m.trainable_variables}.values())
+        out["weights_bytes"] = total(trainable)
+        out["non_trainable_bytes"] = total([v for m in _each(model) for v in m.non_trainable_variables])
         # Gradients of a dense step have their variables' shapes and dtypes (tape.gradient output).
-        out["gradients_bytes"] = sum(_nbytes(v) for v in model.trainable_variables)
+        out["gradients_bytes"] = sum(_nbytes(v) for v in trainable)
     if optimizer is not None:
-        out["optimizer_state_bytes"] = total(list(optimizer.variables))
+        out["optimizer_state_bytes"] = total([v for o in _each(optimizer) for v in o.variables])
     if inputs is not None:
         out["input_bytes"] = total(list(inputs()))
     return out

@@ -69,7 +69,7 @@ def test_suite_lists_every_model_and_framework(capsys):
     assert len(rows) == len(registry.MODELS) * len(registry.FRAMEWORKS)
     resnet = [r for r in rows if r["model"] == "resnet50" and r["framework"] == "pytorch"][0]
     assert resnet["available"] and resnet["unit"] == "images/s" and resnet["dominant_layer"] == "CONV"
-    tf = [r for r in rows if r["model"] == "wgan" and r["framework"] == "tensorflow"][0]
+    tf = [r for r in rows if r["model"] == "resnet101" and r["framework"] == "tensorflow"][0]
     assert not tf["available"] and tf["why"] == "not implemented yet"
     code, out, _ = run(capsys, "suite", "--framework", "pytorch")
     assert code == 0 and "resnet50" in out and "sentences/s" in out and "tensorflow" not in out

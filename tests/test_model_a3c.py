@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 
 from models.base import Workload
 from models.pytorch import a3c
-from models.pytorch.atari_env import ACTIONS, BACKGROUND, OPPONENT, PLAYER, WHITE, PaddleBallEnv
+from models.atari_env import ACTIONS, BACKGROUND, OPPONENT, PLAYER, WHITE, PaddleBallEnv
 from tbd.errors import UsageError
 
 

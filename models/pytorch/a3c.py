@@ -20,7 +20,7 @@ Mnih et al., "Asynchronous Methods for Deep Reinforcement Learning", ICML 2016 (
 Processes (torch.multiprocessing, "spawn"): the process that calls step() is one actor-learner;
 `workers - 1` background processes run the same loop on the shared model from the first step()
 until close(). Every learner adds its frames to one shared counter, which is the workload's
-throughput (frames/s of all workers). The environment is models.pytorch.atari_env (no gym).
+throughput (frames/s of all workers). The environment is models.atari_env (no gym).
 
 One deliberate difference from a literal reading of Algorithm S3: the rollout acts under no_grad
 (batch of 1 per frame) and the training pass re-evaluates the t_max stored observations in one
@@ -46,7 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from models.base import Workload
-from models.pytorch.atari_env import PaddleBallEnv
+from models.atari_env import PaddleBallEnv
 from models.pytorch.synthetic import POOL_SIZE, check_build_args
 from tbd.errors import UsageError, WorkloadError
 
