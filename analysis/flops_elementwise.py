@@ -75,6 +75,9 @@ _INPLACE_ELEMENTWISE = {  # these also exist as in-place "name_"
     "clamp_max": 1, "threshold": 1, "maximum": 1, "minimum": 1, "clamp": _clamp_cost,
     "hardtanh": 2, "leaky_relu": 2, "silu": 4, "gelu": _gelu_cost, "hardswish": 5,
     "addcmul": _addc_cost, "addcdiv": _addc_cost, "lerp": 3,
+    # Comparisons and logical ops: one compare per element (on bool/int operands: 0, the int rule).
+    "lt": 1, "le": 1, "gt": 1, "ge": 1, "eq": 1, "ne": 1,
+    "logical_and": 1, "logical_or": 1, "logical_xor": 1, "logical_not": 1,
 }
 _ELEMENTWISE = {
     "threshold_backward": 1, "sigmoid_backward": 3, "tanh_backward": 3, "hardtanh_backward": 2,

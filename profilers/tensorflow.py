@@ -45,11 +45,18 @@ from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window
 MEMORY_SCHEMA = "tbd.tensorflow_memory_records/1"
 TRACE_SCHEMA = "tbd.tensorflow_trace/1"
 # Graph ops whose operand shapes the FLOP formulas need (profilers/tensorflow_trace.py TF_TO_ATEN).
+# Op types whose operand shapes the reader maps onto FLOP formulas (profilers/tensorflow_trace.TF_TO_ATEN;
+# a test keeps the two in step), and the attributes those formulas read.
 _SHAPED_OPS = {"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv2DBackpropInput",
-               "Conv2DBackpropFilter", "BiasAdd", "Relu", "ReluGrad", "AddV2", "Add", "Mul", "Sub",
-               "Softmax", "SparseSoftmaxCrossEntropyWithLogits", "FusedBatchNormV3", "FusedBatchNormGradV3"}
+               "Conv2DBackpropFilter", "BiasAdd", "BiasAddGrad", "Relu", "ReluGrad", "AddV2", "Add", "Mul", "Sub",
+               "RealDiv", "DivNoNan", "Maximum", "Minimum", "Neg", "Sqrt", "Rsqrt", "Exp", "Log", "Tanh", "Sigmoid",
+               "TanhGrad", "SigmoidGrad", "Square", "SquaredDifference", "AddN", "AssignAddVariableOp",
+               "AssignSubVariableOp", "Sum", "Mean", "Softmax", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits",
+               "FusedBatchNormV3", "FusedBatchNormGradV3", "MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad",
+               "Pow", "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "LogicalAnd",
+               "LogicalOr", "LogicalNot"}
 _ATTRS = ("strides", "padding", "data_format", "dilations", "explicit_paddings", "transpose_a", "transpose_b",
-          "adj_x", "adj_y")
+          "adj_x", "adj_y", "ksize", "is_training")
 
 
 def versions() -> dict:
@@ -270,10 +277,16 @@ def graph_shapes(step: Any) -> tuple[dict | None, str | None]:
             concrete = [fn.get_concrete_function()]
     except Exception as exc:  # noqa: BLE001 - a tf.function with arguments has no argument-free concrete function
         return None, f"could not get the step's concrete functions ({exc}): TF op FLOPs are unknown"
-    graphs = []
-    for c in concrete:
-        graphs.append(c.graph)
-        graphs += [f.graph for f in getattr(c.graph, "_functions", {}).values() if hasattr(f, "graph")]
+    # The step's graphs and, recursively, the function graphs they call (while/cond bodies and
+    # their gradients: a Keras LSTM's cell runs inside a while loop's body function).
+    graphs, seen, stack = [], set(), [c.graph for c in concrete]
+    while stack:
+        g = stack.pop()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        graphs.append(g)
+        stack += [f.graph for f in getattr(g, "_functions", {}).values() if getattr(f, "graph", None) is not None]
     out: dict = {}
     for g in graphs:
         for op in g.get_operations():
@@ -290,7 +303,8 @@ def graph_shapes(step: Any) -> tuple[dict | None, str | None]:
             out[op.name] = {"type": op.type, "inputs": [shape(t) for t in op.inputs],
                             "input_ops": [t.op.name for t in op.inputs],
                             "outputs": [shape(t) for t in op.outputs],
-                            "dtype": op.outputs[0].dtype.name if op.outputs else "", "attrs": attrs}
+                            # An op with no output (AssignAddVariableOp) computes in its value's type.
+                            "dtype": (op.outputs[0] if op.outputs else op.inputs[-1]).dtype.name, "attrs": attrs}
     return out, None
 
 

@@ -85,14 +85,20 @@ def test_resnet_step_returns_a_scalar_tensor_and_traces_once():
     assert isinstance(workload.optimizer, keras.optimizers.SGD)
 
 
-def test_seq2seq_batches_of_different_lengths_share_one_trace():
+def test_seq2seq_pool_is_padded_to_one_static_shape_and_traces_once():
     workload = seq2seq.build(4, CPU, "test", seed=0, pool_size=3)
-    shapes = {(tuple(src.shape), tuple(tgt_out.shape)) for src, tgt_out in
-              zip(workload.inputs()[0::3], workload.inputs()[2::3])}
-    assert len(shapes) > 1  # the pool really holds batches of different lengths
+    srcs, tgt_outs = workload.inputs()[0::3], workload.inputs()[2::3]
+    assert len({tuple(s.shape) for s in srcs}) == 1 and len({tuple(t.shape) for t in tgt_outs}) == 1
+    # The batches' own lengths still differ: the pool's longest sets the width, the rest is PAD.
+    real_lengths = {int(tf.reduce_max(tf.reduce_sum(tf.cast(s != seq2seq.PAD, tf.int32), 1))) for s in srcs}
+    assert max(real_lengths) == srcs[0].shape[1]
     losses = [workload.step() for _ in range(6)]
     assert all(isinstance(loss, tf.Tensor) and loss.shape == () for loss in losses)
     assert workload.step.train_step.experimental_get_tracing_count() == 1
+    # Every dimension is static in the traced graph (where tbd reads the shapes for FLOPs).
+    graph = workload.step.train_step.get_concrete_function().graph
+    matmuls = [op for op in graph.get_operations() if op.type.startswith("BatchMatMul")]
+    assert matmuls and all(t.shape.is_fully_defined() for op in matmuls for t in op.inputs)
 
 
 def test_seq2seq_loss_is_the_mean_over_real_target_tokens():
