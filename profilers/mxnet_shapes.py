@@ -1,8 +1,10 @@
-"""Operand shapes of MXNet's Convolution, FullyConnected and RNN calls, logged per traced iteration.
+"""Operand shapes of MXNet's operators, logged per traced iteration.
 
 MXNet 1.9's profiler dump names operators but records no operand shapes, so the hook logs them:
 Gluon forward hooks on Conv/Dense blocks and gluon.rnn layers, and for a hybridized block (one
-cached graph, whose children's hooks never fire) the graph's own shape inference. The parent's reader
+cached graph, whose children's hooks never fire) the graph's own shape inference, which gives every
+operator of the graph (the hooks only Conv/Dense/RNN layers run imperatively); and after each step
+the trainer's parameter shapes, for its fused optimizer operators. The parent's reader
 (profilers/mxnet_trace.py) pairs the k-th logged call of a step with the k-th operator event of
 that kind, and backward operators with the calls in reverse order.
 """
@@ -27,8 +29,9 @@ def _flat_arrays(obj: Any) -> list:
 class ShapeLog:
     """Operand shapes of Convolution / FullyConnected / RNN calls per traced step, via Gluon forward hooks."""
 
-    def __init__(self, model: Any, inputs: Any):
+    def __init__(self, model: Any, inputs: Any, trainer: Any = None):
         self.steps: dict[str, list] = {}
+        self._trainers = [] if trainer is None else list(trainer) if isinstance(trainer, (list, tuple)) else [trainer]
         self._step: int | None = None
         self._handles: list = []
         self._inputs = inputs
@@ -69,6 +72,7 @@ class ShapeLog:
             yield
         finally:
             self._step = None
+        self.steps[str(number)] += [_update_call(t) for t in self._trainers]
 
     def close(self) -> None:
         for h in self._handles:
@@ -137,7 +141,14 @@ class ShapeLog:
 
         grad_req = {p.name: p.grad_req for p in block.collect_params().values()}
         for i, node in enumerate(nodes):
+            if node["op"] == "null":
+                continue
             if node["op"] not in ("Convolution", "FullyConnected", "RNN"):
+                # Every other operator: its operand shapes and attributes as the graph has them
+                # (the reader maps the ones with a formula: BatchNorm, Pooling, elementwise, ...).
+                self.steps[str(self._step)].append({
+                    "op": node["op"], "inputs": [entry(e) for e in node["inputs"]], "output": entry([i, 0, 0]),
+                    "attrs": dict(node.get("attrs") or {}), "dtype": dtype})
                 continue
             attrs = {k: ast.literal_eval(v) if v[:1] in "(0123456789-" else v
                      for k, v in (node.get("attrs") or {}).items()}
@@ -167,6 +178,24 @@ class ShapeLog:
                             dilate=list(attrs.get("dilate") or (1,) * nsp), groups=int(attrs.get("num_group", 1)),
                             bias=str(attrs.get("no_bias", "False")) != "True")
             self.steps[str(self._step)].append(call)
+
+
+def _update_call(trainer: Any) -> dict:
+    """The trainer's update as the reader pairs it with the optimizer operators of a step.
+
+    gluon.Trainer updates its parameters that get gradients, in order, through the optimizer's
+    fused operators; an aggregating optimizer (SGD: MXNET_OPTIMIZER_AGGREGATION_SIZE, 4 by
+    default) updates `aggregate_num` consecutive parameters per multi_* call.
+    """
+    import numpy as np
+
+    opt = trainer._optimizer
+    params = [p for p in trainer._params if p.grad_req != "null"]
+    return {"op": "_optimizer_update", "optimizer": type(opt).__name__.lower(),
+            "aggregate": int(getattr(opt, "aggregate_num", 0) or 0),
+            "momentum": float(getattr(opt, "momentum", 0.0) or 0.0),
+            "params": [list(p.shape) for p in params],
+            "dtype": np.dtype(params[0].dtype).name if params else ""}
 
 
 def _rnn_call(mode: str, seq: int, batch: int, input_size: int, hidden: int, layers: int, bidirectional: bool,

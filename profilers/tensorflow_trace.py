@@ -45,8 +45,13 @@ _SUFFIXES = ("WithBias",)
 
 
 def base_type(tf_type: str) -> str:
-    """'_MklNativeFusedConv2D' -> 'Conv2D', '_MklNativeConv2DBackpropFilterWithBias' -> 'Conv2DBackpropFilter'."""
+    """'_MklNativeFusedConv2D' -> 'Conv2D', '_MklNativeConv2DBackpropFilterWithBias' -> 'Conv2DBackpropFilter',
+    '_MklNativePadWithConv2D' -> 'Conv2D' (an explicit pad fused into the convolution that reads it)."""
     for p in _PREFIXES:
+        if tf_type.startswith(p):
+            tf_type = tf_type[len(p):]
+            break
+    for p in ("PadWithFused", "PadWith"):
         if tf_type.startswith(p):
             tf_type = tf_type[len(p):]
             break
@@ -131,12 +136,16 @@ def _elementwise(aten: str) -> Callable[[dict, str], list[OpShapes]]:
     def f(node: dict, t: str) -> list[OpShapes]:
         dims = tuple(list(s) for s in node["inputs"])
         return [OpShapes(aten, dims, tuple(t for _ in dims), tuple("" for _ in dims))]
+    f.elementwise = True
     return f
 
 
 def _chain(*atens: str) -> Callable[[dict, str], list[OpShapes]]:
     """An elementwise TF op computing several ATen ops in a row over the same operands."""
-    return lambda node, t: [c for a in atens for c in _elementwise(a)(node, t)]
+    def f(node: dict, t: str) -> list[OpShapes]:
+        return [c for a in atens for c in _elementwise(a)(node, t)]
+    f.elementwise = True
+    return f
 
 
 def _add_n(node: dict, t: str) -> list[OpShapes]:
@@ -279,6 +288,9 @@ TF_TO_ATEN: dict[str, Callable[[dict, str], list[OpShapes] | None]] = {
     "MaxPool": _max_pool, "MaxPoolGrad": _max_pool_grad, "AvgPool": _avg_pool, "AvgPoolGrad": _avg_pool_grad,
 }
 
+#: Types whose executed op computes over its own node's operands, elementwise (see _shape_node).
+_ELEMENTWISE_TYPES = frozenset(k for k, v in TF_TO_ATEN.items() if getattr(v, "elementwise", False))
+
 #: TF op types that move, gather, cast or bookkeep data and do no arithmetic: a known 0 FLOPs
 #: (as analysis.flops' data-movement ops), no shapes needed.
 TF_ZERO_FLOPS = frozenset("""
@@ -311,8 +323,12 @@ _CALL_PREFIX = re.compile(r"/_\d+/")
 
 def _shape_node(node_name: str, kind: str, shapes: dict) -> dict | None:
     """The graph node holding the op's operand shapes. Grappler names a fused op after its last node
-    (BiasAdd, Relu, ...): walk first inputs back to the node of the executed base type."""
+    (BiasAdd, Relu, ...): walk first inputs back to the node of the executed base type. It also
+    rewrites elementwise ops in place (a RealDiv by a constant runs as Mul, Sqrt + RealDiv as
+    Rsqrt): an elementwise op takes its own node's shapes, whatever elementwise type the graph had."""
     node = _lookup(node_name, shapes)
+    if kind in _ELEMENTWISE_TYPES:
+        return node if node is not None and node.get("type") in _ELEMENTWISE_TYPES else None
     for _ in range(4):  # Conv2D -> BiasAdd -> Relu at most, with slack
         if node is None or node.get("type") == kind or (kind.startswith("BatchMatMul") and
                                                          str(node.get("type")).startswith("BatchMatMul")):

@@ -92,6 +92,8 @@ def test_base_type_strips_onednn_rewrites():
     assert base_type("_MklNativeConv2DBackpropFilterWithBias") == "Conv2DBackpropFilter"
     assert base_type("_MklMatMul") == "MatMul"
     assert base_type("BatchMatMulV2") == "BatchMatMulV2"
+    assert base_type("_MklNativePadWithConv2D") == "Conv2D"
+    assert base_type("_MklNativePadWithFusedConv2D") == "Conv2D"
 
 
 def test_without_shapes_flops_are_nan_with_a_note(trace):
