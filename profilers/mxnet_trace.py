@@ -41,6 +41,9 @@ from tbd.errors import TraceFormatError
 from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
+#: Engine events that wait for an array to be ready for a host read (asnumpy, wait_to_read): the
+#: worker waits, it does no operator work, so they are neither rows nor busy time.
+ENGINE_WAITS = frozenset({"WaitForVar", "WaitForAll"})
 _DEVICE = re.compile(r"^(cpu|gpu)/(\d+)$")
 _HINT = "record with mx.profiler.set_config(profile_all=True, aggregate_stats=False) and mx.profiler.dump()"
 SHAPES_SCHEMA = "tbd.mxnet_shapes/1"
@@ -542,7 +545,7 @@ def _operators(events: list, devices: dict, source: str) -> dict[str, np.ndarray
     rows: list[tuple] = []
     for ev in events:
         ph = ev.get("ph")
-        if ev.get("cat") != "operator" or ph not in ("B", "E"):
+        if ev.get("cat") != "operator" or ph not in ("B", "E") or ev.get("name") in ENGINE_WAITS:
             continue
         key = (ev.get("pid"), ev.get("tid"), str(ev.get("name")))
         t = _ns(ev.get("ts"), source, "operator")

@@ -342,7 +342,9 @@ def memory_snapshot(model: Any, optimizer: Any, inputs: Any) -> dict:
         # A variable two networks share (or a model listed twice) counts once.
         trainable = list({id(v): v for m in _each(model) for v in m.trainable_variables}.values())
         out["weights_bytes"] = total(trainable)
-        out["non_trainable_bytes"] = total([v for m in _each(model) for v in m.non_trainable_variables])
+        # Keras's non-trainable *weights* (BatchNorm moving statistics, frozen layers), not all its
+        # non-trainable variables: those also hold dropout's seed-generator state.
+        out["non_trainable_bytes"] = total([v for m in _each(model) for v in m.non_trainable_weights])
         # Gradients of a dense step have their variables' shapes and dtypes (tape.gradient output).
         out["gradients_bytes"] = sum(_nbytes(v) for v in trainable)
     if optimizer is not None:
