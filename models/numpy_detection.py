@@ -1,7 +1,8 @@
 """Framework-neutral pieces of the Faster R-CNN workload, in numpy: sizes, constants, synthetic VOC images, anchors.
 
-Shared by the MXNet and TensorFlow ports (models/mxnet/faster_rcnn.py,
-models/tensorflow/faster_rcnn.py), whose interpreters have no torch. Everything here mirrors
+The one copy of the sizes and constants, used by all three implementations
+(models/pytorch/faster_rcnn.py imports them; the MXNet and TensorFlow ports, whose interpreters
+have no torch, also draw their data here). The data and anchors mirror
 models/pytorch/faster_rcnn.py and models/pytorch/detection_ops.py (Ren et al., "Faster R-CNN",
 NeurIPS 2015; ResNet-101 C4 layout of He et al. 2016): the same DetectorConfig sizes ("full",
 "test"), thresholds, the same distributions for the synthetic Pascal VOC 2007 images and boxes
@@ -53,10 +54,7 @@ VOC_MAX_OBJECTS = 4
 
 @dataclass(frozen=True)
 class DetectorConfig:
-    """Sizes of one Faster R-CNN variant; FULL is the paper's, TEST a tiny one of the same structure.
-
-    Field for field models/pytorch/faster_rcnn.DetectorConfig.
-    """
+    """Sizes of one Faster R-CNN variant; FULL is the paper's, TEST a tiny one of the same structure."""
 
     depths: tuple[int, int, int, int]  # bottlenecks in res2..res5
     width: int  # stem channels (64 in ResNet-101); res4 gives 16 x width, res5 32 x width

@@ -89,8 +89,9 @@ def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) ->
     """Build the workload and run every stage, writing raw records; `state` keeps what ran."""
     bulk_note = _disable_backward_bulking()
     if spec.threads:
-        # MXNet's CPU operators use OpenMP; the thread count is read when the library loads.
-        os.environ.setdefault("OMP_NUM_THREADS", str(spec.threads))
+        # MXNet's CPU operators use OpenMP; the thread count is read when the library loads. Without
+        # it MXNet picks its own (one thread on a 2-core VM here: half the machine).
+        os.environ["OMP_NUM_THREADS"] = str(spec.threads)
     import mxnet as mx
     import numpy as np
 

@@ -169,6 +169,18 @@ def test_nested_operator_keeps_only_its_self_time():
     assert math.isnan(r.kernels.flops[0])
 
 
+def test_engine_waits_for_host_reads_are_not_operator_work():
+    # WaitForVar: the engine holding a worker until an array can be read on the host (asnumpy).
+    ev = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "cpu/0"}},
+          {"name": "FullyConnected", "cat": "operator", "ph": "B", "ts": 100, "pid": 0, "tid": 7},
+          {"name": "FullyConnected", "cat": "operator", "ph": "E", "ts": 120, "pid": 0, "tid": 7},
+          {"name": "WaitForVar", "cat": "operator", "ph": "B", "ts": 120, "pid": 0, "tid": 8},
+          {"name": "WaitForVar", "cat": "operator", "ph": "E", "ts": 190, "pid": 0, "tid": 8}]
+    r = trace_records({"traceEvents": ev}, "x")
+    assert list(r.kernels.name) == ["FullyConnected"]
+    assert (r.busy_start_ns.tolist(), r.busy_end_ns.tolist()) == ([100 * US], [120 * US])
+
+
 def test_fixture_is_small():
     assert FIXTURE.stat().st_size < 16 * 1024
     assert json.loads(gzip.decompress(FIXTURE.read_bytes()))["traceEvents"]

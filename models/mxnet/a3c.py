@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
 
 import mxnet as mx
 import numpy as np
@@ -50,26 +49,22 @@ from mxnet.gluon import nn
 from models.atari_env import PaddleBallEnv
 from models.base import Workload
 from models.numpy_synthetic import POOL_SIZE, check_build_args
+# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
+from models.specs import (  # noqa: F401 - the module's public names
+    A3CArch as Arch,
+    A3C_ACTIONS as ACTIONS,
+    A3C_ALPHA as ALPHA,
+    A3C_ENTROPY_BETA as ENTROPY_BETA,
+    A3C_EPS as EPS,
+    A3C_GAMMA as GAMMA,
+    A3C_LR as LR,
+    A3C_SIZES as SIZES,
+    A3C_STACK as STACK,
+    A3C_VALUE_COEF as VALUE_COEF,
+)
 from tbd.errors import UsageError
 
-STACK, ACTIONS = 4, 6  # stacked frames per observation; Pong's minimal action set
-GAMMA, ENTROPY_BETA, VALUE_COEF = 0.99, 0.01, 0.5
-LR, ALPHA, EPS = 7e-4, 0.99, 0.1
 T_MAX = 5  # frames per environment per update (Mnih et al. 2016, Section 8: t_max = 5)
-
-
-@dataclass(frozen=True)
-class Arch:
-    """Network and frame sizes: frame side (pixels), conv (filters, kernel, stride) x2, hidden units."""
-
-    side: int
-    conv1: tuple[int, int, int]
-    conv2: tuple[int, int, int]
-    hidden: int
-
-
-#: The same sizes as models/pytorch/a3c.py's SIZES ("test": 42x42 frames, half conv1's kernel and stride).
-SIZES = {"full": Arch(84, (16, 8, 4), (32, 4, 2), 256), "test": Arch(42, (8, 4, 2), (16, 4, 2), 64)}
 
 
 def _conv_out(side: int, kernel: int, stride: int) -> int:

@@ -45,30 +45,24 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn import functional as F
 
-from models.base import Workload
 from models.atari_env import PaddleBallEnv
+from models.base import Workload
 from models.pytorch.synthetic import POOL_SIZE, check_build_args
+# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
+from models.specs import (  # noqa: F401 - the module's public names
+    A3CArch as Arch,
+    A3C_ACTIONS as ACTIONS,
+    A3C_ALPHA as ALPHA,
+    A3C_ENTROPY_BETA as ENTROPY_BETA,
+    A3C_EPS as EPS,
+    A3C_GAMMA as GAMMA,
+    A3C_LR as LR,
+    A3C_SIZES as SIZES,
+    A3C_STACK as STACK,
+    A3C_VALUE_COEF as VALUE_COEF,
+)
 from tbd.errors import UsageError, WorkloadError
 
-STACK, ACTIONS = 4, 6  # stacked frames per observation; Pong's minimal action set
-GAMMA, ENTROPY_BETA, VALUE_COEF = 0.99, 0.01, 0.5
-LR, ALPHA, EPS = 7e-4, 0.99, 0.1
-
-
-@dataclass(frozen=True)
-class Arch:
-    """Network and frame sizes: frame side (pixels), conv (filters, kernel, stride) x2, hidden units."""
-
-    side: int
-    conv1: tuple[int, int, int]
-    conv2: tuple[int, int, int]
-    hidden: int
-
-
-#: "full" is the paper's network on 84x84 frames. "test" keeps the layer structure on 42x42 frames
-#: with half the kernel and stride of conv1 (so both convs still give 20x20 and 9x9 maps) and
-#: narrower layers.
-SIZES = {"full": Arch(84, (16, 8, 4), (32, 4, 2), 256), "test": Arch(42, (8, 4, 2), (16, 4, 2), 64)}
 TEST_WORKERS = 2
 
 
@@ -170,6 +164,8 @@ def a3c_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor,
 
 
 @dataclass(frozen=True)
+
+
 class Rollout:
     """t_max steps of one learner: observations on the device and what the loss needs."""
 
@@ -246,6 +242,8 @@ class ActorLearner:
 
 
 @dataclass(frozen=True)
+
+
 class _Job:
     """What a background worker needs besides the shared tensors (picklable for spawn)."""
 
@@ -357,6 +355,8 @@ class A3C:
 
 
 @contextlib.contextmanager
+
+
 def _sigint_ignored():
     """SIGINT ignored while a child is started, so it inherits SIG_IGN through exec (main thread only)."""
     if threading.current_thread() is not threading.main_thread():

@@ -44,54 +44,42 @@ Deliberate departures, each for a stated reason:
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from models.base import Workload
+# Sizes, thresholds and data constants are framework-neutral: one copy, shared with the MXNet and
+# TensorFlow ports (models/numpy_detection.py).
+from models.numpy_detection import (
+    ANCHOR_RATIOS,
+    FULL,
+    HEAD_BOX_WEIGHTS,
+    HEAD_FOREGROUND_FRACTION,
+    HEAD_FOREGROUND_IOU,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    NMS_IOU,
+    NUM_CLASSES,
+    RPN_MIN_SIZE,
+    RPN_NEGATIVE_IOU,
+    RPN_POSITIVE_FRACTION,
+    RPN_POSITIVE_IOU,
+    RPN_SMOOTH_L1_BETA,
+    STRIDE,
+    TEST,
+    VOC_LANDSCAPE,
+    VOC_LONG_SIDE,
+    VOC_MAX_OBJECTS,
+    VOC_SHORT_SIDES,
+    DetectorConfig,
+)
+from models.numpy_detection import SIZES as _SIZES
 from models.pytorch import detection_ops as ops
-from models.pytorch.resnet50 import DEPTHS, resnet
+from models.pytorch.resnet50 import resnet
 from models.pytorch.synthetic import POOL_SIZE, check_build_args
 from tbd.errors import UsageError
-
-NUM_CLASSES = 21  # 20 Pascal VOC classes + background (label 0)
-STRIDE = 16  # feature stride of the C4 trunk
-ANCHOR_RATIOS = (0.5, 1.0, 2.0)  # height / width
-HEAD_BOX_WEIGHTS = (10.0, 10.0, 5.0, 5.0)  # 1 / BBOX_NORMALIZE_STDS (0.1, 0.1, 0.2, 0.2)
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-@dataclass(frozen=True)
-class DetectorConfig:
-    """Sizes of one Faster R-CNN variant; FULL is the paper's, TEST a tiny one of the same structure."""
-
-    depths: tuple[int, int, int, int]  # bottlenecks in res2..res5
-    width: int  # stem channels (64 in ResNet-101); res4 gives 16 x width, res5 32 x width
-    rpn_channels: int  # the RPN's 3x3 conv
-    anchor_sizes: tuple[float, float, float]  # anchor sides in network-input pixels
-    short_side: int  # images are resized so the short side is this ...
-    max_side: int  # ... unless the long side would pass this
-    pre_nms: int  # proposals kept before NMS
-    post_nms: int  # proposals kept after NMS
-    rpn_batch: int  # anchors sampled for the RPN loss
-    roi_batch: int  # RoIs sampled for the head
-    pooled: int  # RoI Align output side (res5 halves it)
-    calibration_side: int  # side of the synthetic image that sets the frozen BN statistics
-
-
-FULL = DetectorConfig(DEPTHS["resnet101"], 64, 512, (128.0, 256.0, 512.0), 600, 1000, 12_000, 2_000, 256, 128, 14,
-                      224)
-TEST = DetectorConfig((1, 1, 1, 1), 8, 32, (16.0, 32.0, 64.0), 96, 160, 300, 100, 64, 16, 8, 64)
-_SIZES = {"full": FULL, "test": TEST}
-
-RPN_POSITIVE_IOU, RPN_NEGATIVE_IOU, RPN_POSITIVE_FRACTION = 0.7, 0.3, 0.5
-NMS_IOU = 0.7
-RPN_MIN_SIZE = 16  # px at the original image scale (py-faster-rcnn RPN_MIN_SIZE; MXNet rpn_min_size)
-HEAD_FOREGROUND_IOU, HEAD_FOREGROUND_FRACTION = 0.5, 0.25
-RPN_SMOOTH_L1_BETA = 1.0 / 9  # sigma 3 in the reference's smooth_l1(scalar=3.0)
 
 
 class FrozenBatchNorm2d(nn.Module):
@@ -348,10 +336,6 @@ def voc_like_image(cfg: DetectorConfig, generator: torch.Generator
 
 #: VOC 2007 image shapes (see voc_like_image): long side 500 px, short side uniform over these
 #: pixels, landscape with this probability; at most this many objects per image.
-VOC_LONG_SIDE = 500
-VOC_SHORT_SIDES = (333, 375)
-VOC_LANDSCAPE = 0.75
-VOC_MAX_OBJECTS = 4
 
 
 def _normalised_pixels(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
@@ -380,6 +364,8 @@ def _freeze(model: FasterRCNN) -> None:
 
 
 @torch.no_grad()
+
+
 def _calibrate(model: FasterRCNN, image: torch.Tensor) -> None:
     """Set every frozen BN's statistics from one forward pass of `image` through conv1..conv5.
 

@@ -41,25 +41,15 @@ from torch.nn import functional as F
 
 from models.base import Workload
 from models.pytorch.synthetic import POOL_SIZE, check_build_args, image_batch
+# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
+from models.specs import (  # noqa: F401 - the module's public names
+    INCEPTION3_AUX_WEIGHT as AUX_WEIGHT,
+    INCEPTION3_FULL_STAGES as FULL_STAGES,
+    INCEPTION3_LABEL_SMOOTHING as LABEL_SMOOTHING,
+    INCEPTION3_SIZES as _SIZES,
+)
 from tbd.errors import UsageError
 
-#: Per-stage block settings of torchvision's Inception3: InceptionA's pool-branch widths
-#: (Mixed_5b..5d), InceptionC's 7x7-branch widths (Mixed_6b..6e), and the number of InceptionE
-#: blocks (Mixed_7b..7c).
-FULL_STAGES = ((32, 64, 64), (128, 160, 160, 192), 2)
-
-#: size -> (stages, channel width multiplier, image side in pixels, classes). "full" is ImageNet's
-#: 3x299x299 / 1000 classes; "test" keeps every block type and the 299x299 input the auxiliary
-#: head needs (see the module docstring), with one block per stage at 1/16 of the channels.
-_SIZES = {
-    "full": (FULL_STAGES, 1.0, 299, 1000),
-    "test": (((32,), (128,), 1), 1 / 16, 299, 10),
-}
-
-#: Weight of the auxiliary classifier's loss (TF-slim train_image_classifier.py).
-AUX_WEIGHT = 0.4
-#: Label smoothing epsilon (Szegedy et al. 2016, section 7).
-LABEL_SMOOTHING = 0.1
 
 Scale = Callable[[int], int]
 

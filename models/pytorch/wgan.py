@@ -45,26 +45,16 @@ from torch.nn import functional as F
 
 from models.base import Workload
 from models.pytorch.synthetic import POOL_SIZE, check_build_args
-
-#: Gradient-penalty weight lambda (gan_64x64.py LAMBDA; paper Algorithm 1).
-GP_WEIGHT = 10.0
-#: Adam settings of both networks (gan_64x64.py, MODE 'wgan-gp'; paper Algorithm 1).
-LEARNING_RATE, BETAS = 1e-4, (0.0, 0.9)
-
-#: size -> (DIM, image side in pixels, noise width, critic updates per generator update).
-#: "full" is gan_64x64.py; "test" keeps the four blocks per network at DIM 8 on 32x32 images
-#: (the generator starts from 2x2 instead of 4x4) with two critic updates per iteration: about
-#: 60 ms (batch 2) to 90 ms (batch 4) of CPU time per step. Not 16x16: a 1x1 start would leave
-#: the generator's first BatchNorm one value per channel at batch 1, which training mode rejects.
-_SIZES = {"full": (64, 64, 128, 5), "test": (8, 32, 128, 2)}
-
-#: Per-channel mean and standard deviation of ImageNet pixels in [0, 1] (R, G, B): the
-#: normalisation constants of the torchvision / fb.resnet.torch ImageNet recipes. Down-sampling
-#: to 64x64 averages pixels, which keeps the means.
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
-_BLOCKS = 4  # residual blocks per network; each doubles (generator) or halves (critic) the side
+# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
+from models.specs import (  # noqa: F401 - the module's public names
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    WGAN_BETAS as BETAS,
+    WGAN_BLOCKS as _BLOCKS,
+    WGAN_GP_WEIGHT as GP_WEIGHT,
+    WGAN_LEARNING_RATE as LEARNING_RATE,
+    WGAN_SIZES as _SIZES,
+)
 
 
 class _Conv(nn.Conv2d):

@@ -42,25 +42,16 @@ import tensorflow as tf
 
 from models.base import Workload
 from models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
+# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
+from models.specs import (  # noqa: F401 - the module's public names
+    INCEPTION3_AUX_FC_STD as _AUX_FC_STD,
+    INCEPTION3_AUX_WEIGHT as AUX_WEIGHT,
+    INCEPTION3_FULL_STAGES as FULL_STAGES,
+    INCEPTION3_INIT_STD as _STD,
+    INCEPTION3_LABEL_SMOOTHING as LABEL_SMOOTHING,
+    INCEPTION3_SIZES as _SIZES,
+)
 from tbd.errors import UsageError
-
-#: Per-stage block settings of torchvision's Inception3 (as models/pytorch/inception3.py):
-#: InceptionA pool-branch widths, InceptionC 7x7-branch widths, number of InceptionE blocks.
-FULL_STAGES = ((32, 64, 64), (128, 160, 160, 192), 2)
-
-#: size -> (stages, channel width multiplier, image side in pixels, classes); the same sizes as
-#: models/pytorch/inception3.py ("test" keeps 299x299, which the auxiliary head needs).
-_SIZES = {
-    "full": (FULL_STAGES, 1.0, 299, 1000),
-    "test": (((32,), (128,), 1), 1 / 16, 299, 10),
-}
-
-#: Weight of the auxiliary classifier's loss (TF-slim train_image_classifier.py).
-AUX_WEIGHT = 0.4
-#: Label smoothing epsilon (Szegedy et al. 2016, section 7).
-LABEL_SMOOTHING = 0.1
-#: torchvision's init std for convolution and linear weights, and for the auxiliary fc.
-_STD, _AUX_FC_STD = 0.1, 0.001
 
 
 class _Builder:

@@ -42,21 +42,16 @@ import tensorflow as tf
 
 from models.base import Workload
 from models.numpy_synthetic import POOL_SIZE, check_build_args
-
-#: Gradient-penalty weight lambda (gan_64x64.py LAMBDA; paper Algorithm 1).
-GP_WEIGHT = 10.0
-#: Adam settings of both networks (gan_64x64.py, MODE 'wgan-gp'; paper Algorithm 1).
-LEARNING_RATE, BETAS = 1e-4, (0.0, 0.9)
-
-#: size -> (DIM, image side in pixels, noise width, critic updates per generator update); the same
-#: sizes as models/pytorch/wgan.py ("test": DIM 8 on 32x32 images, 2 critic updates).
-_SIZES = {"full": (64, 64, 128, 5), "test": (8, 32, 128, 2)}
-
-#: Per-channel mean and standard deviation of ImageNet pixels in [0, 1] (R, G, B), as in PyTorch.
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
-_BLOCKS = 4  # residual blocks per network; each doubles (generator) or halves (critic) the side
+# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
+from models.specs import (  # noqa: F401 - the module's public names
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    WGAN_BETAS as BETAS,
+    WGAN_BLOCKS as _BLOCKS,
+    WGAN_GP_WEIGHT as GP_WEIGHT,
+    WGAN_LEARNING_RATE as LEARNING_RATE,
+    WGAN_SIZES as _SIZES,
+)
 
 
 def _init(he: bool) -> keras.initializers.Initializer:

@@ -1,0 +1,79 @@
+"""Framework-neutral sizes and hyper-parameters of the suite's workloads, one copy for every framework.
+
+models/<framework>/<model>.py say how a network is built in that framework; what it is (layer
+widths, the "full" and "test" sizes, loss weights, optimizer settings, init scales) is written
+once here, so the PyTorch, TensorFlow and MXNet versions cannot drift apart. Faster R-CNN's live
+in models/numpy_detection.py, Deep Speech 2's data constants in models/numpy_speech.py.
+Plain Python: importable from every framework's interpreter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --- Inception-v3 (Szegedy et al., CVPR 2016; torchvision's Inception3, TF-slim's training recipe)
+
+#: Per-stage block settings of torchvision's Inception3: InceptionA's pool-branch widths
+#: (Mixed_5b..5d), InceptionC's 7x7-branch widths (Mixed_6b..6e), and the number of InceptionE
+#: blocks (Mixed_7b..7c).
+INCEPTION3_FULL_STAGES = ((32, 64, 64), (128, 160, 160, 192), 2)
+
+#: size -> (stages, channel width multiplier, image side in pixels, classes). "full" is ImageNet's
+#: 3x299x299 / 1000 classes; "test" keeps every block type and the 299x299 input the auxiliary
+#: head needs (a 17x17 grid after Mixed_6e), with one block per stage at 1/16 of the channels.
+INCEPTION3_SIZES = {
+    "full": (INCEPTION3_FULL_STAGES, 1.0, 299, 1000),
+    "test": (((32,), (128,), 1), 1 / 16, 299, 10),
+}
+
+#: Weight of the auxiliary classifier's loss (TF-slim train_image_classifier.py).
+INCEPTION3_AUX_WEIGHT = 0.4
+#: Label smoothing epsilon (Szegedy et al. 2016, section 7).
+INCEPTION3_LABEL_SMOOTHING = 0.1
+#: torchvision's init std for convolution and linear weights, and for the auxiliary fc.
+INCEPTION3_INIT_STD, INCEPTION3_AUX_FC_STD = 0.1, 0.001
+
+
+# --- A3C (Mnih et al., ICML 2016)
+
+A3C_STACK, A3C_ACTIONS = 4, 6  # stacked frames per observation; Pong's minimal action set
+A3C_GAMMA, A3C_ENTROPY_BETA, A3C_VALUE_COEF = 0.99, 0.01, 0.5
+A3C_LR, A3C_ALPHA, A3C_EPS = 7e-4, 0.99, 0.1  # RMSProp (see models/pytorch/a3c.py)
+
+
+@dataclass(frozen=True)
+class A3CArch:
+    """Network and frame sizes: frame side (pixels), conv (filters, kernel, stride) x2, hidden units."""
+
+    side: int
+    conv1: tuple[int, int, int]
+    conv2: tuple[int, int, int]
+    hidden: int
+
+
+#: "full" is the paper's network on 84x84 frames. "test" keeps the layer structure on 42x42 frames
+#: with half the kernel and stride of conv1 (so both convs still give 20x20 and 9x9 maps) and
+#: narrower layers.
+A3C_SIZES = {"full": A3CArch(84, (16, 8, 4), (32, 4, 2), 256), "test": A3CArch(42, (8, 4, 2), (16, 4, 2), 64)}
+
+
+# --- WGAN-GP (Gulrajani et al., NeurIPS 2017; the authors' gan_64x64.py)
+
+#: Gradient-penalty weight lambda (gan_64x64.py LAMBDA; paper Algorithm 1).
+WGAN_GP_WEIGHT = 10.0
+#: Adam settings of both networks (gan_64x64.py, MODE 'wgan-gp'; paper Algorithm 1).
+WGAN_LEARNING_RATE, WGAN_BETAS = 1e-4, (0.0, 0.9)
+
+#: size -> (DIM, image side in pixels, noise width, critic updates per generator update).
+#: "full" is gan_64x64.py; "test" keeps the four blocks per network at DIM 8 on 32x32 images
+#: (the generator starts from 2x2 instead of 4x4) with two critic updates per iteration. Not
+#: 16x16: a 1x1 start would leave the generator's first BatchNorm one value per channel at batch
+#: 1, which training mode rejects.
+WGAN_SIZES = {"full": (64, 64, 128, 5), "test": (8, 32, 128, 2)}
+WGAN_BLOCKS = 4  # residual blocks per network; each doubles (generator) or halves (critic) the side
+
+#: Per-channel mean and standard deviation of ImageNet pixels in [0, 1] (R, G, B): the
+#: normalisation constants of the torchvision / fb.resnet.torch ImageNet recipes. Down-sampling
+#: to 64x64 averages pixels, which keeps the means.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
