@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis import ranking, utilization
+from analysis import ranking, stability, utilization
 from analysis.peaks import PeakFlops
 from tbd.profile import (COMPLETE, FlopUtil, Iterations, KernelRow, Memory, Metrics, Profile, Throughput,
                          Value)
@@ -105,6 +105,16 @@ def cpu_util(cpu: CpuSample | None, reason: str) -> Value:
     return Value(utilization.cpu_util_pct(cpu))
 
 
+def _one_core_note(util: Value, cpu: CpuSample | None, spec: dict[str, Any]) -> list[str]:
+    """A note when the run kept about one of several cores busy and the framework chose its threads."""
+    if cpu is None or util.value is None or cpu.cores < 2 or spec.get("threads"):
+        return []
+    if util.value > 125.0 / cpu.cores:  # more than a quarter of a second core busy: it used several
+        return []
+    return [f"CPU utilization {util.value:.0f} % of {cpu.cores} cores: the framework kept about one core busy "
+            f"with its own thread count; --threads {cpu.cores} gives it every core"]
+
+
 def flop_util(trace: TraceRecords | None, peaks: PeakModel) -> tuple[FlopUtil, np.ndarray | None]:
     """Formula (2) and the per-row utilizations it is made of."""
     used, peak_source, hw_reason = peaks.denominators()
@@ -166,6 +176,10 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
     fu = replace(fu, kernel_average_pct=_nan_to_none(threshold))
     if log is not None and not log.stable:
         notes.append("NOT STABLE: the stable phase was never reached; figures cover an unsteady run")
+    if log is not None:
+        notes.extend(stability.trace_window_outliers(log.times_ns, log.timing_window, log.trace_window))
+    cpu_pct = cpu_util(cpu, reasons.get("cpu", "no timing window was completed"))
+    notes.extend(_one_core_note(cpu_pct, cpu, spec))
     if trace is not None:
         notes.extend(trace.notes)
     metrics = Metrics(
@@ -173,7 +187,7 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
         gpu_busy_pct=gpu_busy(trace, no_gpu),
         gpu_busy_nvml_pct=nvml_busy(nvml, reasons.get("nvml", no_gpu)),
         flop_util_pct=fu,
-        cpu_util_pct=cpu_util(cpu, reasons.get("cpu", "no timing window was completed")),
+        cpu_util_pct=cpu_pct,
         memory_bytes=memory,
     )
     return Profile(status=status, spec=spec, environment=environment, iterations=iterations_block(log),

@@ -52,3 +52,34 @@ def warmup_end(times: np.ndarray, rule: StabilityRule = StabilityRule()) -> int 
     ok = (cv[:n] < rule.cv_max) & (cv[w : w + n] < rule.cv_max) & agree
     hits = np.flatnonzero(ok)
     return int(hits[0]) if hits.size else None
+
+
+#: A traced iteration slower than this multiple of the timing window's median is called out: the
+#: profiler's own overhead stays well below it, an interruption of the machine does not.
+TRACE_OUTLIER_FACTOR = 1.5
+
+
+def trace_window_outliers(times_ns: np.ndarray, timing_window: tuple[int, int] | None,
+                          trace_window: tuple[int, int] | None,
+                          factor: float = TRACE_OUTLIER_FACTOR) -> list[str]:
+    """Notes naming trace-window iterations much slower than the timing window's median.
+
+    The per-op figures (FLOP utilization, the kernel tables) come from the few traced iterations,
+    the throughput from the timing window: one interrupted traced iteration skews the former only.
+    Args:
+        times_ns: every iteration's wall time, ns, in run order.
+        timing_window / trace_window: inclusive iteration indices, or None.
+    Returns:
+        one note per slow traced iteration (empty when none, or a window is missing).
+    """
+    if timing_window is None or trace_window is None:
+        return []
+    t = np.asarray(times_ns, dtype=np.float64)
+    median = float(np.median(t[timing_window[0]: timing_window[1] + 1]))
+    notes = []
+    for i in range(trace_window[0], min(trace_window[1], t.size - 1) + 1):
+        if median > 0 and t[i] > factor * median:
+            notes.append(f"traced iteration {i} took {t[i] / 1e9:.3f} s, {t[i] / median:.1f}x the timing window's "
+                         f"median {median / 1e9:.3f} s: the per-op figures (FLOP utilization, kernel tables) may not "
+                         "represent the stable phase; re-run or trace more iterations (--trace-iterations)")
+    return notes

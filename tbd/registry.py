@@ -6,7 +6,7 @@ Adding a model is one file in models/<framework>/ plus one line in MODELS.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tbd.errors import UsageError
 
@@ -23,7 +23,8 @@ class ModelInfo:
     default_batch: int
     implementations: dict[str, str]  # framework -> module path providing build()
     fixed_batch: int | None = None  # the model always runs this batch (Faster R-CNN: one image)
-    default_threads: int | None = None  # CPU threads per process unless --threads says otherwise
+    # framework -> CPU threads per process unless --threads says otherwise (absent: the framework's own)
+    default_threads: dict[str, int] = field(default_factory=dict)
 
 
 MODELS: dict[str, ModelInfo] = {
@@ -56,9 +57,10 @@ MODELS: dict[str, ModelInfo] = {
                   "images/s", 64, {"pytorch": "models.pytorch.wgan", "tensorflow": "models.tensorflow.wgan"}),
         ModelInfo("a3c", "deep reinforcement learning", "CONV", "Atari 2600 (4x84x84 frames)",
                   "frames/s", 20, {"pytorch": "models.pytorch.a3c", "mxnet": "models.mxnet.a3c"},
-                  # Each A3C worker acts on one frame at a time: one thread per process, as the
-                  # paper's CPU workers ran; OpenMP threads only contend with the other workers.
-                  default_threads=1),
+                  # Each PyTorch A3C worker acts on one frame at a time: one thread per process, as
+                  # the paper's CPU workers ran; OpenMP threads only contend with the other workers.
+                  # MXNet's A3C steps all environments as one batch in one process: its own default.
+                  default_threads={"pytorch": 1}),
     )
 }
 

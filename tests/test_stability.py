@@ -29,3 +29,15 @@ def test_drifting_series_is_not_stable():
 def test_needs_two_windows():
     assert warmup_end(np.full(9, 100.0), RULE) is None
     assert warmup_end(np.full(10, 100.0), RULE) == 0
+
+
+def test_a_slow_traced_iteration_is_called_out():
+    from analysis.stability import trace_window_outliers
+
+    ms = 1_000_000
+    # timing window 2..6 (median 100 ms), trace window 8..9: iteration 9 took 160 ms = 1.6x.
+    times = np.array([300, 120, 100, 90, 110, 100, 95, 130, 140, 160]) * ms
+    notes = trace_window_outliers(times, (2, 6), (8, 9))
+    assert len(notes) == 1 and notes[0].startswith("traced iteration 9 took 0.160 s, 1.6x")
+    assert trace_window_outliers(times, (2, 6), (7, 8)) == []  # 1.3x and 1.4x: profiler overhead, not called out
+    assert trace_window_outliers(times, None, (8, 9)) == []

@@ -56,7 +56,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     return RunSpec(model=args.model, framework=args.framework, batch=batch, device=args.device, size=args.size,
                    warmup=args.warmup, iterations=args.iterations, trace_iterations=args.trace_iterations,
                    max_seconds=args.max_seconds, seed=args.seed,
-                   threads=args.threads if args.threads is not None else info.default_threads,
+                   threads=args.threads if args.threads is not None else info.default_threads.get(args.framework),
                    memory_limit_bytes=int(args.memory_limit_gib * 2**30) if args.memory_limit_gib else None)
 
 
