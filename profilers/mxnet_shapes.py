@@ -27,7 +27,8 @@ def _flat_arrays(obj: Any) -> list:
 
 
 class ShapeLog:
-    """Operand shapes of Convolution / FullyConnected / RNN calls per traced step, via Gluon forward hooks."""
+    """Operand shapes of each traced step's operators (Gluon forward hooks, cached-graph shape inference)
+    and, after the step, the trainer's parameter shapes."""
 
     def __init__(self, model: Any, inputs: Any, trainer: Any = None):
         self.steps: dict[str, list] = {}
@@ -193,7 +194,6 @@ def _update_call(trainer: Any) -> dict:
     params = [p for p in trainer._params if p.grad_req != "null"]
     return {"op": "_optimizer_update", "optimizer": type(opt).__name__.lower(),
             "aggregate": int(getattr(opt, "aggregate_num", 0) or 0),
-            "momentum": float(getattr(opt, "momentum", 0.0) or 0.0),
             "params": [list(p.shape) for p in params],
             "dtype": np.dtype(params[0].dtype).name if params else ""}
 
