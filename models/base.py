@@ -31,3 +31,6 @@ class Workload:
     samples_counter: Callable[[], float] | None = None
     # Releases what build() started (worker processes, threads); called once when the run ends.
     close: Callable[[], None] | None = None
+    # Modules without parameters that step() also runs, e.g. a separately hybridized MXNet loss
+    # block: hooks that read operand shapes from the modules themselves (MXNet) read these too.
+    aux_modules: list[Any] = field(default_factory=list)

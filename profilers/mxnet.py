@@ -208,7 +208,7 @@ def _trace_window(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any
     # One lead-in step under the profiler, unmarked: its first step carries the start-up cost.
     lead_in = 1
     domain = mx.profiler.Domain("tbd")
-    shapes = ShapeLog(workload.model, workload.inputs, workload.optimizer)
+    shapes = ShapeLog([workload.model, *workload.aux_modules], workload.inputs, workload.optimizer)
     snapshots: list[dict] = []
 
     @contextlib.contextmanager

@@ -30,15 +30,16 @@ class ShapeLog:
     """Operand shapes of each traced step's operators (Gluon forward hooks, cached-graph shape inference)
     and, after the step, the trainer's parameter shapes."""
 
-    def __init__(self, model: Any, inputs: Any, trainer: Any = None):
+    def __init__(self, blocks: list, inputs: Any, trainer: Any = None):
         self.steps: dict[str, list] = {}
         self._trainers = [] if trainer is None else list(trainer) if isinstance(trainer, (list, tuple)) else [trainer]
         self._step: int | None = None
         self._handles: list = []
         self._inputs = inputs
         self._input_keys: set = set()
-        if model is not None:
-            self._attach(model)
+        for block in blocks:
+            if block is not None:
+                self._attach(block)
 
     def _attach(self, block: Any) -> None:
         from mxnet.gluon import nn, rnn
@@ -130,8 +131,10 @@ class ShapeLog:
         # The arithmetic runs in the parameters' type: the graph's first input may be token ids.
         import numpy as np
 
+        # A block without parameters (a loss) computes in its first floating-point input's type.
         dtype = next((np.dtype(p.dtype).name for p in block.collect_params().values()
-                      if np.issubdtype(np.dtype(p.dtype), np.floating)), "")
+                      if np.issubdtype(np.dtype(p.dtype), np.floating)), "") or next(
+            (np.dtype(a.dtype).name for a in arrays if np.issubdtype(np.dtype(a.dtype), np.floating)), "")
 
         def entry(e: list) -> list | None:
             node = nodes[e[0]]

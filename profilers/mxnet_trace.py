@@ -659,9 +659,9 @@ def _row_flops(ops: dict, step_no: np.ndarray, shapes: dict | None, flops_of, pr
             elif name in MXNET_TO_ATEN:
                 logged, adapter = MXNET_TO_ATEN[name]
                 log = by_op.get(logged, [])
-                if k >= len(log) or (name in _PAIR_BY_COUNT and events[name] != len(log)):
+                call = _paired_call(name, k, events[name], log)
+                if call is None:
                     continue
-                call = log[k] if not name.startswith("_backward_") else log[len(log) - 1 - k]
                 if name in _PAIR_BY_COUNT and (call.get("output") is None or None in call.get("inputs", [None])):
                     continue  # shape inference left this call's shapes unknown
                 try:
@@ -677,6 +677,23 @@ def _row_flops(ops: dict, step_no: np.ndarray, shapes: dict | None, flops_of, pr
             precision[i] = precision_of(aten[0].input_types)
             covered += 1
     return flops, precision, covered
+
+
+#: Operators whose backward runs as more calls of the operator itself (no "_backward_" event):
+#: batch_dot's gradients dA = dC Bᵀ and dB = Aᵀ dC are two batch_dots of the forward's size.
+_BACKWARD_AS_SELF = {"batch_dot": 2, "dot": 2}
+
+
+def _paired_call(name: str, k: int, events: int, log: list) -> dict | None:
+    """The logged call the k-th `name` event of a step computes, or None when the pairing is unknown."""
+    n = len(log)
+    if name in _BACKWARD_AS_SELF and n and events == n * (1 + _BACKWARD_AS_SELF[name]):
+        # The n forward calls in order, then the backward's calls: reverse order, `per` for each.
+        per = _BACKWARD_AS_SELF[name]
+        return log[k] if k < n else log[n - 1 - (k - n) // per]
+    if k >= n or (name in _PAIR_BY_COUNT and events != n):
+        return None
+    return log[k] if not name.startswith("_backward_") else log[n - 1 - k]
 
 
 def _update_groups(records: list, events: dict[str, int], source: str) -> dict[str, tuple[list, str, str]]:

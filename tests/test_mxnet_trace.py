@@ -284,3 +284,19 @@ def test_counts_that_disagree_leave_flops_unknown(hybrid, tmp_path):
     for name in ("relu", "_backward_relu", "multi_sgd_mom_update"):
         assert np.isnan(k.flops[k.name == name]).all()
     assert (k.flops[k.name == "BatchNorm"] == 6 * 2 * 4 * 8 * 8).all()
+
+
+def test_batch_dot_backward_runs_as_two_more_batch_dots():
+    # MXNet differentiates batch_dot with batch_dot itself: dA = dC Bᵀ, dB = Aᵀ dC, each of the forward's size.
+    ev = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "cpu/0"}},
+          {"name": "ProfilerStep#1", "cat": "tbd", "ph": "b", "ts": 0, "pid": 1, "id": 1},
+          {"name": "ProfilerStep#1", "cat": "tbd", "ph": "e", "ts": 100, "pid": 1, "id": 1}]
+    for j in range(3):
+        ev += [{"name": "batch_dot", "cat": "operator", "ph": ph, "ts": 10 + 20 * j + 10 * (ph == "E"), "pid": 0,
+                "tid": 3} for ph in "BE"]
+    call = {"op": "batch_dot", "inputs": [[4, 5, 6], [4, 7, 6]], "output": [4, 5, 7],
+            "attrs": {"transpose_b": "True"}, "dtype": "float32"}
+    r = trace_records({"traceEvents": ev}, "x", shapes={"schema": SHAPES_SCHEMA, "steps": {"1": [call]}})
+    assert r.kernels.flops.tolist() == [2 * 4 * 5 * 6 * 7] * 3  # 2·b·m·k·n, forward and both gradients
+    two = {"schema": SHAPES_SCHEMA, "steps": {"1": [call, call]}}  # 3 events for 2 calls: pairing unknown
+    assert np.isnan(trace_records({"traceEvents": ev}, "x", shapes=two).kernels.flops).all()

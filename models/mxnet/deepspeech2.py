@@ -149,6 +149,7 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
         throughput_unit="audio_s/s",
         units_per_step={"utterances/s": float(batch)},
         model=model,
+        aux_modules=[ctc],  # the hybridized loss: its operators are logged too
         optimizer=trainer,
         inputs=lambda: [a for arrays in pool for a in arrays],
         description=(f"Deep Speech 2 (MXNet example/speech_recognition deepspeech.cfg; {size}: conv {conv_text} "

@@ -361,6 +361,7 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
         samples_per_step=batch,
         throughput_unit="images/s",
         model=model,
+        aux_modules=[criterion],  # the hybridized loss: its operators are logged too
         optimizer=trainer,
         inputs=lambda: [a for pair in pool for a in pair],
         description=(f"Inception-v3 with auxiliary head (Szegedy et al. 2016, torchvision layout; {size}: "

@@ -132,6 +132,7 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
         throughput_unit="sentences/s",
         units_per_step={"tokens/s": tokens},
         model=model,
+        aux_modules=[criterion],  # the hybridized loss: its operators are logged too
         optimizer=trainer,
         inputs=lambda: [a for arrays in pool for a in arrays],
         description=(f"Seq2Seq NMT ({size}: vocab {vocab}, embed {embed}, {layers}x{hidden} LSTM encoder and "
