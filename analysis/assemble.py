@@ -177,7 +177,8 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
     if log is not None and not log.stable:
         notes.append("NOT STABLE: the stable phase was never reached; figures cover an unsteady run")
     if log is not None:
-        notes.extend(stability.trace_window_outliers(log.times_ns, log.timing_window, log.trace_window))
+        notes.extend(stability.trace_window_outliers(log.times_ns, log.timing_window, log.trace_window,
+                                                     log.timing_window_ns))
     cpu_pct = cpu_util(cpu, reasons.get("cpu", "no timing window was completed"))
     notes.extend(_one_core_note(cpu_pct, cpu, spec))
     if trace is not None:
