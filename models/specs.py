@@ -77,3 +77,50 @@ WGAN_BLOCKS = 4  # residual blocks per network; each doubles (generator) or halv
 #: to 64x64 averages pixels, which keeps the means.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+# --- ResNet (He et al., CVPR 2016; torchvision's v1.5 bottleneck networks)
+
+#: Bottleneck blocks per stage, by network (He et al. 2016, Table 1).
+RESNET_DEPTHS = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3), "resnet152": (3, 8, 36, 3)}
+
+#: Per variant: size -> (blocks per stage, stem width in channels, image side in pixels, classes).
+#: "full" is ImageNet's 3x224x224 / 1000 classes; "test" keeps each variant's shape (the third
+#: stage is the deep one) at CI speed, a CPU step well under a second.
+RESNET_SIZES = {
+    "resnet50": {"full": (RESNET_DEPTHS["resnet50"], 64, 224, 1000), "test": ((1, 1, 1, 1), 8, 32, 10)},
+    "resnet101": {"full": (RESNET_DEPTHS["resnet101"], 64, 224, 1000), "test": ((1, 1, 3, 1), 8, 32, 10)},
+    "resnet152": {"full": (RESNET_DEPTHS["resnet152"], 64, 224, 1000), "test": ((1, 2, 4, 1), 8, 32, 10)},
+}
+
+
+# --- Seq2Seq (the tensorflow/nmt model the TBD paper ran: Luong et al. 2015 attention)
+
+#: size -> (vocab for source and target, embedding width, LSTM units, LSTM layers, shortest and
+#: longest sentence in tokens). "full" is the paper's configuration with sentences of 20..30
+#: tokens; "test" is the same architecture shrunk for CI.
+SEQ2SEQ_SIZES = {
+    "full": (17_188, 512, 512, 2, (20, 30)),
+    "test": (50, 16, 16, 2, (4, 8)),
+}
+#: Every parameter starts uniform in [-SEQ2SEQ_INIT_SCALE, SEQ2SEQ_INIT_SCALE] (tensorflow/nmt's init_weight).
+SEQ2SEQ_INIT_SCALE = 0.1
+
+
+# --- Transformer (Vaswani et al., NeurIPS 2017, the base model)
+
+#: Longest sentence (tokens) the position table covers; WMT14 training pairs are kept to <= 50.
+TRANSFORMER_MAX_POSITIONS = 256
+
+#: size -> (shared vocab, d_model, heads, FFN width, encoder layers, decoder layers, shortest and
+#: longest sentence in tokens, warm-up steps of the lr schedule). "full" is Table 3's base model on
+#: WMT14 en-de with sentences of 10..50 BPE tokens (mean 30; the registry's <= 50 cap); "test" is
+#: the same architecture shrunk for CI, with a short warm-up so a handful of steps reach a useful
+#: learning rate.
+TRANSFORMER_SIZES = {
+    "full": (37_000, 512, 8, 2048, 6, 6, (10, 50), 4000),
+    "test": (64, 32, 4, 128, 2, 2, (4, 10), 4),
+}
+TRANSFORMER_DROPOUT = 0.1  # P_drop of the base model (Table 3)
+TRANSFORMER_LABEL_SMOOTHING = 0.1  # epsilon_ls (§5.4)
+TRANSFORMER_ADAM_BETAS, TRANSFORMER_ADAM_EPS = (0.9, 0.98), 1e-9  # §5.3

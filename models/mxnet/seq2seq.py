@@ -35,16 +35,10 @@ from mxnet.gluon import nn, rnn
 from models.base import Workload
 from models.numpy_synthetic import (BOS, EOS, FIRST_TOKEN, PAD, POOL_SIZE, batch_tokens,  # noqa: F401
                                     check_build_args, sentence_pair_batch)
+from models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
 
-#: Every parameter starts uniform in [-INIT_SCALE, INIT_SCALE] (tensorflow/nmt's init_weight).
-INIT_SCALE = 0.1
-
-#: size -> (vocab for source and target, embedding width, LSTM units, LSTM layers, shortest and
-#: longest sentence in tokens); the same sizes as models/pytorch/seq2seq.py.
-_SIZES = {
-    "full": (17_188, 512, 512, 2, (20, 30)),
-    "test": (50, 16, 16, 2, (4, 8)),
-}
+# Sizes and the init scale are framework-neutral: one copy in models/specs.py.
+INIT_SCALE, _SIZES = SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
 
 
 class Seq2Seq(gluon.HybridBlock):

@@ -17,20 +17,8 @@ from torch import nn
 
 from models.base import Workload
 from models.pytorch.synthetic import POOL_SIZE, check_build_args, image_batch
-
-#: Bottleneck blocks per stage, by network (He et al. 2016, Table 1).
-DEPTHS = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3), "resnet152": (3, 8, 36, 3)}
-
-#: size -> (blocks per stage, stem width in channels, image side in pixels, classes).
-#: "full" is ImageNet's 3x224x224 / 1000 classes; "test" keeps the architecture but shrinks it
-#: so a CPU step takes well under a second.
-# Per variant: size -> (blocks per stage, base width, image side, classes). The test sizes keep
-# each variant's shape (the third stage is the deep one) at CI speed.
-_SIZES = {
-    "resnet50": {"full": (DEPTHS["resnet50"], 64, 224, 1000), "test": ((1, 1, 1, 1), 8, 32, 10)},
-    "resnet101": {"full": (DEPTHS["resnet101"], 64, 224, 1000), "test": ((1, 1, 3, 1), 8, 32, 10)},
-    "resnet152": {"full": (DEPTHS["resnet152"], 64, 224, 1000), "test": ((1, 2, 4, 1), 8, 32, 10)},
-}
+from models.specs import RESNET_DEPTHS as DEPTHS  # noqa: F401 - public name (faster_rcnn, tests)
+from models.specs import RESNET_SIZES as _SIZES
 
 _EXPANSION = 4  # bottleneck output channels / inner width
 

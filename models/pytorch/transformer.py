@@ -37,28 +37,17 @@ from torch import nn
 
 from models.base import Workload
 from models.pytorch.synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
+from models.specs import (TRANSFORMER_ADAM_BETAS, TRANSFORMER_ADAM_EPS, TRANSFORMER_DROPOUT,
+                          TRANSFORMER_LABEL_SMOOTHING, TRANSFORMER_MAX_POSITIONS, TRANSFORMER_SIZES)
 
 #: Special token ids; regular tokens are FIRST_TOKEN..vocab-1.
 PAD, BOS, EOS = 0, 1, 2
 FIRST_TOKEN = 3
 
-#: Longest sentence (tokens) the position table covers; WMT14 training pairs are kept to <= 50.
-MAX_POSITIONS = 256
-
-
-#: size -> (shared vocab, d_model, heads, FFN width, encoder layers, decoder layers,
-#: shortest and longest sentence in tokens, warm-up steps of the lr schedule).
-#: "full" is Table 3's base model on WMT14 en-de with sentences of 10..50 BPE tokens (mean 30; the
-#: registry's <= 50 cap); "test" is the same architecture shrunk for CI, with a short warm-up so a
-#: handful of steps reach a useful learning rate.
-_SIZES = {
-    "full": (37_000, 512, 8, 2048, 6, 6, (10, 50), 4000),
-    "test": (64, 32, 4, 128, 2, 2, (4, 10), 4),
-}
-
-DROPOUT = 0.1  # P_drop of the base model (Table 3)
-LABEL_SMOOTHING = 0.1  # epsilon_ls (§5.4)
-ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-9  # §5.3
+# Sizes and hyper-parameters are framework-neutral: one copy in models/specs.py.
+MAX_POSITIONS, _SIZES = TRANSFORMER_MAX_POSITIONS, TRANSFORMER_SIZES
+DROPOUT, LABEL_SMOOTHING = TRANSFORMER_DROPOUT, TRANSFORMER_LABEL_SMOOTHING
+ADAM_BETAS, ADAM_EPS = TRANSFORMER_ADAM_BETAS, TRANSFORMER_ADAM_EPS
 
 
 class MultiHeadAttention(nn.Module):

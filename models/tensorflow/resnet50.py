@@ -34,13 +34,12 @@ import tensorflow as tf
 
 from models.base import Workload
 from models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
+# Sizes are framework-neutral: one copy in models/specs.py.
+from models.specs import RESNET_DEPTHS, RESNET_SIZES
 
-#: Bottleneck blocks per stage (He et al. 2016, Table 1).
-DEPTHS = (3, 4, 6, 3)
+DEPTHS = RESNET_DEPTHS["resnet50"]
+_SIZES = RESNET_SIZES["resnet50"]
 
-#: size -> (blocks per stage, base width, image side in pixels, classes); the same sizes as
-#: models/pytorch/resnet50.py ("test" keeps the architecture at CI speed).
-_SIZES = {"full": (DEPTHS, 64, 224, 1000), "test": ((1, 1, 1, 1), 8, 32, 10)}
 
 _EXPANSION = 4  # bottleneck output channels / inner width
 

@@ -48,20 +48,13 @@ import tensorflow as tf
 from models.base import Workload
 from models.numpy_synthetic import (BOS, EOS, FIRST_TOKEN, PAD, POOL_SIZE, batch_tokens,  # noqa: F401
                                     check_build_args, sentence_pair_batch)
+from models.specs import (TRANSFORMER_ADAM_BETAS, TRANSFORMER_ADAM_EPS, TRANSFORMER_DROPOUT,
+                          TRANSFORMER_LABEL_SMOOTHING, TRANSFORMER_MAX_POSITIONS, TRANSFORMER_SIZES)
 
-#: Longest sentence (tokens) the position table covers; WMT14 training pairs are kept to <= 50.
-MAX_POSITIONS = 256
-
-#: size -> (shared vocab, d_model, heads, FFN width, encoder layers, decoder layers, shortest and
-#: longest sentence in tokens, warm-up steps); the same sizes as models/pytorch/transformer.py.
-_SIZES = {
-    "full": (37_000, 512, 8, 2048, 6, 6, (10, 50), 4000),
-    "test": (64, 32, 4, 128, 2, 2, (4, 10), 4),
-}
-
-DROPOUT = 0.1  # P_drop of the base model (Table 3)
-LABEL_SMOOTHING = 0.1  # epsilon_ls (§5.4)
-ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-9  # §5.3
+# Sizes and hyper-parameters are framework-neutral: one copy in models/specs.py.
+MAX_POSITIONS, _SIZES = TRANSFORMER_MAX_POSITIONS, TRANSFORMER_SIZES
+DROPOUT, LABEL_SMOOTHING = TRANSFORMER_DROPOUT, TRANSFORMER_LABEL_SMOOTHING
+ADAM_BETAS, ADAM_EPS = TRANSFORMER_ADAM_BETAS, TRANSFORMER_ADAM_EPS
 LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default (Keras's is 1e-3)
 
 
