@@ -79,6 +79,8 @@ from analysis.flops_elementwise import (
     _nll_backward,
     _nll_forward,
     _per_element,
+    _roi_align,
+    _roi_align_backward,
     _sum,
 )
 from analysis.flops_rnn import _cudnn_rnn, _fused_lstm_cell, _fused_lstm_cell_backward, _mkldnn_rnn_layer
@@ -154,6 +156,7 @@ def _build_table() -> dict[str, Callable[[OpShapes], float]]:
               "aten::adaptive_avg_pool2d": _adaptive_avg_pool(2),
               "aten::_adaptive_avg_pool2d": _adaptive_avg_pool(2),
               "aten::_adaptive_avg_pool2d_backward": _per_element(1, 1)})
+    t.update({"torchvision::roi_align": _roi_align, "torchvision::_roi_align_backward": _roi_align_backward})
     for kind in ("flash_attention", "efficient_attention", "cudnn_attention", "flash_attention_for_cpu"):
         t[f"aten::_scaled_dot_product_{kind}"] = _sdpa(0, backward=False)
         t[f"aten::_scaled_dot_product_{kind}_backward"] = _sdpa(1, backward=True)

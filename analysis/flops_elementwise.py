@@ -285,6 +285,30 @@ def _adaptive_avg_pool(nsp: int) -> Callable[[OpShapes], float]:
     return f
 
 
+# RoI Align (torchvision's roi_align_forward_kernel_impl; MXNet's ROIAlign computes the same): per
+# output element, sampling_ratio² bilinear samples of 4 weighted loads (4 mul + 3 add) accumulated
+# (1) = 8 each, then one divide by the sample count. The bilinear weights are computed once per bin
+# and sample for all channels (per-bin work, left out). Backward: per gradient element one divide,
+# then per sample 4 weighted adds into the input gradient (4 mul + 4 add) = 8. An adaptive
+# sampling_ratio (<= 0) depends on each RoI's size, which the shapes do not tell: NaN.
+def _roi_samples(op: OpShapes, at: int) -> int:
+    ratio = _concrete(op, at)
+    _require(isinstance(ratio, int) and ratio > 0, f"{op.name}: sampling_ratio {ratio!r} (adaptive)")
+    return ratio * ratio
+
+
+def _roi_align(op: OpShapes) -> float:
+    """roi_align(input [N, C, H, W], rois [R, 5], spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned)."""
+    x, rois = _shape(op, 0), _shape(op, 1)
+    ph, pw = _concrete(op, 3), _concrete(op, 4)
+    return rois[0] * x[1] * ph * pw * (8 * _roi_samples(op, 5) + 1)
+
+
+def _roi_align_backward(op: OpShapes) -> float:
+    """_roi_align_backward(grad [R, C, ph, pw], rois, spatial_scale, pooled_h, pooled_w, N, C, H, W, sampling_ratio, aligned)."""
+    return _numel(_shape(op, 0)) * (8 * _roi_samples(op, 9) + 1)
+
+
 # Pure data movement: copies, fills, allocation, views, concatenation, gathers, casts: 0 FLOPs.
 _ZERO_OPS = (
     "copy_ fill_ zero_ zeros zeros_like ones ones_like full full_like empty empty_like "

@@ -362,6 +362,29 @@ def _layer_norm(backward: bool) -> Callable[[dict], list[OpShapes]]:
     return f
 
 
+def _roi_align_args(call: dict) -> tuple[list, list, int, int, int]:
+    """(data [N, C, H, W], rois [R, 5], pooled h, pooled w, sample ratio) of _contrib_ROIAlign."""
+    ph, pw = _attr(call, "pooled_size")
+    return call["inputs"][0], call["inputs"][1], int(ph), int(pw), int(_attr(call, "sample_ratio", -1))
+
+
+def _roi_align(call: dict) -> list[OpShapes]:
+    x, rois, ph, pw, ratio = _roi_align_args(call)
+    t = _t(call)
+    return [OpShapes("torchvision::roi_align", (x, rois, [], [], [], [], []),
+                     (t, t, "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"),
+                     ("", "", str(_attr(call, "spatial_scale", 1.0)), str(ph), str(pw), str(ratio), "True"))]
+
+
+def _roi_align_backward(call: dict) -> list[OpShapes]:
+    x, rois, ph, pw, ratio = _roi_align_args(call)
+    t = _t(call)
+    grad = [rois[0], x[1], ph, pw]
+    return [OpShapes("torchvision::_roi_align_backward", (grad, rois) + ([],) * 9,
+                     (t, t) + ("Scalar",) * 9,
+                     ("", "", "", str(ph), str(pw), str(x[0]), str(x[1]), str(x[2]), str(x[3]), str(ratio), "True"))]
+
+
 #: MXNet operator -> (the logged call it reads, adapter to the ATen calls computing the same thing).
 #: An adapter may return None: that call's shapes admit no formula (e.g. softrelu): FLOPs unknown.
 MXNET_TO_ATEN: dict[str, tuple[str, Callable[[dict], list[OpShapes] | None]]] = {
@@ -400,6 +423,7 @@ MXNET_TO_ATEN: dict[str, tuple[str, Callable[[dict], list[OpShapes] | None]]] = 
     "_backward_Embedding": ("Embedding", _embedding_backward),
     "Dropout": ("Dropout", _dropout(False)), "_backward_Dropout": ("Dropout", _dropout(True)),
     "LayerNorm": ("LayerNorm", _layer_norm(False)), "_backward_LayerNorm": ("LayerNorm", _layer_norm(True)),
+    "_contrib_ROIAlign": ("_contrib_ROIAlign", _roi_align), "_backward_ROIAlign": ("_contrib_ROIAlign", _roi_align_backward),
 }
 
 #: Operators whose logged calls pair with events only when their counts in the step agree (see

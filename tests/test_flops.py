@@ -358,3 +358,17 @@ def test_cpu_lstm_counted_once_below_aten_lstm(tmp_path):
         total = _trace_flops_under(lambda: lstm(x), tmp_path, ancestor="aten::lstm")
     per_step = (2 * (20 * 6 + 20 * 5) + 20 * 3 + 15 * 5) * 2 + (2 * (20 * 10 + 20 * 5) + 20 * 3 + 15 * 5) * 2
     assert total == 7 * 3 * per_step
+
+
+def test_roi_align_forward_and_backward():
+    # 3 RoIs over a [1, 4, 16, 16] map, 7x7 bins, 2x2 samples: per output element 4 samples of
+    # (4 mul + 3 add + accumulate) + 1 divide = 33; the backward the same per gradient element.
+    fwd = OpShapes("torchvision::roi_align", ([1, 4, 16, 16], [3, 5], [], [], [], [], []),
+                   ("float", "float", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"),
+                   ("", "", "0.0625", "7", "7", "2", "True"))
+    assert op_flops(fwd) == 3 * 4 * 7 * 7 * (8 * 2 * 2 + 1)
+    bwd = OpShapes("torchvision::_roi_align_backward", ([3, 4, 7, 7], [3, 5]) + ([],) * 9,
+                   ("float", "float") + ("Scalar",) * 9, ("", "", "0.0625", "7", "7", "1", "4", "16", "16", "2", "True"))
+    assert op_flops(bwd) == 3 * 4 * 7 * 7 * (8 * 2 * 2 + 1)
+    adaptive = OpShapes(fwd.name, fwd.input_dims, fwd.input_types, fwd.concrete_inputs[:5] + ("-1", "True"))
+    assert math.isnan(op_flops(adaptive))  # samples depend on each RoI's size
