@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.specs import DS2ConvSpec
+
 SAMPLE_RATE = 16_000  # LibriSpeech audio, Hz
 WINDOW = 320  # 20 ms spectrogram window, samples
 HOP = 160  # 10 ms hop, samples
@@ -31,8 +33,7 @@ LIBRISPEECH_DURATIONS = ((0.15, 1.5, 10.0, "uniform"), (0.80, 10.0, 16.0, "trian
 #: Characters per second of speech: uniform 12..18 (mean 15, LibriSpeech's read-speech rate).
 CHARS_PER_S = (12.0, 18.0)
 
-#: One convolution: (output channels, (time, frequency) kernel, (time, frequency) stride).
-ConvSpec = tuple[int, tuple[int, int], tuple[int, int]]
+ConvSpec = DS2ConvSpec  # one convolution: (output channels, (time, frequency) kernel, stride)
 
 
 def output_frames(frames: np.ndarray, convs: tuple[ConvSpec, ...]) -> np.ndarray:

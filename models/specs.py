@@ -124,3 +124,29 @@ TRANSFORMER_SIZES = {
 TRANSFORMER_DROPOUT = 0.1  # P_drop of the base model (Table 3)
 TRANSFORMER_LABEL_SMOOTHING = 0.1  # epsilon_ls (§5.4)
 TRANSFORMER_ADAM_BETAS, TRANSFORMER_ADAM_EPS = (0.9, 0.98), 1e-9  # §5.3
+
+
+# --- Deep Speech 2 (Amodei et al., ICML 2016; the MXNet example's deepspeech.cfg)
+
+#: One convolution: (output channels, (time, frequency) kernel, (time, frequency) stride).
+DS2ConvSpec = tuple[int, tuple[int, int], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class DS2Config:
+    """Layer sizes of one Deep Speech 2 variant and the utterance durations it is fed."""
+
+    convs: tuple[DS2ConvSpec, ...]
+    gru_layers: int
+    hidden: int  # GRU units per direction
+    fc: int  # rear fully connected units
+    durations_s: tuple[float, float] | None  # uniform range in seconds, or None: LibriSpeech's spread
+
+
+#: "full" is deepspeech.cfg; "test" keeps the layer types (conv + BN + clipped ReLU, bi-GRUs with
+#: sequence-wise BN between them, FC + BN, classifier, CTC) with 1 conv and 2 small GRUs on 0.5-1 s.
+DS2_SIZES = {
+    "full": DS2Config(convs=((32, (11, 41), (2, 2)), (32, (11, 21), (1, 2))), gru_layers=5, hidden=1760,
+                      fc=1760, durations_s=None),
+    "test": DS2Config(convs=((4, (11, 41), (2, 2)),), gru_layers=2, hidden=16, fc=16, durations_s=(0.5, 1.0)),
+}

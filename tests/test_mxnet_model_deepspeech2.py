@@ -38,14 +38,15 @@ def test_full_parameter_count_closed_form_matches_pytorch():
     classifier = hidden * classes + classes
     expected = convs + first_gru + later_grus + rear_fc + classifier
     # Shapes are all given up front, so the full model is counted without initialising 181 M values.
-    model = ds.DeepSpeech2(*ds._SIZES["full"][:4])
+    full = ds._SIZES["full"]
+    model = ds.DeepSpeech2(full.convs, full.gru_layers, full.hidden, full.fc)
     assert _trainable(model) == expected == PYTORCH_PARAMS
 
 
 def test_output_frames_and_audio_seconds_by_hand():
     frames = speech.spectrogram_frames(np.array([16_000]))  # 1 s: 1 + (16000 - 320) // 160 = 99
     assert int(frames[0]) == 99
-    assert int(speech.output_frames(frames, ds._SIZES["full"][0])[0]) == (99 - 11) // 2 + 1 - 11 + 1  # 35
+    assert int(speech.output_frames(frames, ds._SIZES["full"].convs)[0]) == (99 - 11) // 2 + 1 - 11 + 1  # 35
     assert speech.audio_seconds(frames) == ((99 - 1) * 160 + 320) / 16_000
 
 
@@ -58,7 +59,7 @@ def test_librispeech_duration_spread():
 
 
 def test_speech_batch_shapes_and_transcripts():
-    convs = ds._SIZES["full"][0]
+    convs = ds._SIZES["full"].convs
     spec, frames, targets, target_lengths = speech.speech_batch(64, convs, None, np.random.RandomState(1))
     assert spec.shape == (64, 1, int(frames[0]), 161) and spec.dtype == np.float32
     assert (frames[:-1] >= frames[1:]).all()
@@ -94,8 +95,8 @@ def test_workload_pool_ctc_labels_and_audio_seconds():
 
 
 def test_model_output_shape():
-    convs, layers, hidden, fc, _ = ds._SIZES["test"]
-    model = ds.DeepSpeech2(convs, layers, hidden, fc)
+    test = ds._SIZES["test"]
+    model = ds.DeepSpeech2(test.convs, test.gru_layers, test.hidden, test.fc)
     model.initialize()
     out = model(mx.nd.zeros((2, 1, 30, 161)))
     assert out.shape == (2, (30 - 11) // 2 + 1, 29)

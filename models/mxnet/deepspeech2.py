@@ -46,16 +46,12 @@ from mxnet.gluon import nn, rnn
 from models.base import Workload
 from models.numpy_speech import BINS, CLASSES, audio_seconds, output_frames, speech_batch
 from models.numpy_synthetic import POOL_SIZE, check_build_args
+from models.specs import DS2_SIZES
 
 CLIP = 20.0  # clipped ReLU ceiling (Amodei et al. 2016, §3.1)
 LR, MOMENTUM = 3e-4, 0.9  # deepspeech.cfg [optimizer]
 
-#: size -> (convs, GRU layers, GRU units per direction, rear FC units, uniform durations in s or None
-#: for LibriSpeech's spread); the same sizes as models/pytorch/deepspeech2.py's _SIZES.
-_SIZES = {
-    "full": (((32, (11, 41), (2, 2)), (32, (11, 21), (1, 2))), 5, 1760, 1760, None),
-    "test": (((4, (11, 41), (2, 2)),), 2, 16, 16, (0.5, 1.0)),
-}
+_SIZES = DS2_SIZES  # framework-neutral: one copy in models/specs.py
 
 
 class DeepSpeech2(gluon.HybridBlock):
@@ -115,7 +111,8 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
         (throughput in audio_s/s), units_per_step["utterances/s"] the batch size.
     """
     check_build_args(batch, size, tuple(_SIZES), pool_size)
-    convs, gru_layers, hidden, fc, durations_s = _SIZES[size]
+    cfg = _SIZES[size]
+    convs, gru_layers, hidden, fc, durations_s = cfg.convs, cfg.gru_layers, cfg.hidden, cfg.fc, cfg.durations_s
     rng = np.random.RandomState(seed)
     mx.random.seed(seed)
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -49,6 +48,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from models.base import Workload
 from models.pytorch.synthetic import POOL_SIZE, check_build_args
+from models.specs import DS2_SIZES, DS2Config, DS2ConvSpec
 
 SAMPLE_RATE = 16_000  # LibriSpeech audio, Hz
 WINDOW = 320  # 20 ms spectrogram window, samples
@@ -61,28 +61,8 @@ CLASSES = 1 + len(ALPHABET)  # 29
 CLIP = 20.0  # clipped ReLU ceiling (Amodei et al. 2016, §3.1)
 
 
-#: One convolution: (output channels, (time, frequency) kernel, (time, frequency) stride).
-ConvSpec = tuple[int, tuple[int, int], tuple[int, int]]
-
-
-@dataclass(frozen=True)
-class Config:
-    """Layer sizes of one Deep Speech 2 variant and the utterance durations it is fed."""
-
-    convs: tuple[ConvSpec, ...]
-    gru_layers: int
-    hidden: int  # GRU units per direction
-    fc: int  # rear fully connected units
-    durations_s: tuple[float, float] | None  # uniform range in seconds, or None: LibriSpeech's spread
-
-
-#: "full" is deepspeech.cfg; "test" keeps the layer types (conv + BN + clipped ReLU, bi-GRUs with
-#: sequence-wise BN between them, FC + BN, classifier, CTC) with 1 conv and 2 small GRUs on 0.5-1 s.
-_SIZES = {
-    "full": Config(convs=((32, (11, 41), (2, 2)), (32, (11, 21), (1, 2))), gru_layers=5, hidden=1760,
-                   fc=1760, durations_s=None),
-    "test": Config(convs=((4, (11, 41), (2, 2)),), gru_layers=2, hidden=16, fc=16, durations_s=(0.5, 1.0)),
-}
+# Layer sizes are framework-neutral: one copy in models/specs.py.
+ConvSpec, Config, _SIZES = DS2ConvSpec, DS2Config, DS2_SIZES
 
 
 def output_frames(frames: torch.Tensor, convs: tuple[ConvSpec, ...]) -> torch.Tensor:
