@@ -12,8 +12,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
 
-from models import numpy_synthetic as synthetic  # noqa: E402
 from models.tensorflow import resnet50, seq2seq  # noqa: E402
+from param_counts import resnet50_counts, seq2seq_count  # noqa: E402
 from tbd.errors import UsageError  # noqa: E402
 
 CPU = "/CPU:0"
@@ -23,33 +23,8 @@ def _count(variables) -> int:
     return sum(int(np.prod(v.shape)) for v in variables)
 
 
-def _resnet50_counts() -> tuple[int, int]:
-    """(trainable parameters, BatchNorm moving-stat values) of ResNet-50 v1.5, 1000 classes, by closed form."""
-    weights, bn_channels = 3 * 64 * 7 * 7, 64  # stem conv and its BatchNorm
-    in_ch = 64
-    for stage, blocks in enumerate((3, 4, 6, 3)):
-        w = 64 * 2 ** stage
-        for block in range(blocks):
-            weights += in_ch * w + 9 * w * w + w * 4 * w  # 1x1, 3x3, 1x1 convolutions, no bias
-            bn_channels += w + w + 4 * w
-            if block == 0:  # projection shortcut: 1x1 conv + BatchNorm
-                weights += in_ch * 4 * w
-                bn_channels += 4 * w
-            in_ch = 4 * w
-    weights += 2048 * 1000 + 1000  # fully connected layer with bias
-    return weights + 2 * bn_channels, 2 * bn_channels  # gamma+beta trainable; moving mean+variance not
-
-
-def _seq2seq_count(vocab=17_188, embed=512, hidden=512, lstm_biases=1) -> int:
-    """Trainable parameters of the NMT model by closed form; Keras LSTMs have 1 bias vector per layer, PyTorch's 2."""
-    lstm_layer0 = 4 * hidden * (embed + hidden) + lstm_biases * 4 * hidden
-    lstm_layer1 = 4 * hidden * (hidden + hidden) + lstm_biases * 4 * hidden
-    return (2 * vocab * embed + 2 * (lstm_layer0 + lstm_layer1)
-            + hidden * hidden + 2 * hidden * hidden + hidden * vocab)
-
-
 def test_resnet50_full_parameter_count_matches_pytorch():
-    trainable, moving = _resnet50_counts()
+    trainable, moving = resnet50_counts()
     assert trainable == 25_557_032  # torchvision's documented ResNet-50 count
     model = resnet50.build(1, CPU, "full", pool_size=1).model
     assert _count(model.trainable_weights) == trainable
@@ -57,9 +32,9 @@ def test_resnet50_full_parameter_count_matches_pytorch():
 
 
 def test_seq2seq_full_parameter_count_within_one_percent_of_pytorch():
-    pytorch = _seq2seq_count(lstm_biases=2)
+    pytorch = seq2seq_count(lstm_biases=2)
     assert pytorch == 35_592_192  # models/pytorch/seq2seq.py's count
-    keras_count = _seq2seq_count(lstm_biases=1)
+    keras_count = seq2seq_count(lstm_biases=1)
     assert keras_count == pytorch - 4 * (4 * 512)  # one 4H bias fewer in each of the 4 LSTM layers
     model = seq2seq.build(1, CPU, "full", pool_size=1).model
     assert _count(model.trainable_weights) == keras_count
@@ -114,24 +89,6 @@ def test_seq2seq_loss_is_the_mean_over_real_target_tokens():
     assert float(loss) == pytest.approx(expected, rel=1e-5)
 
 
-def test_sentence_pair_batch_layout():
-    rng = np.random.RandomState(0)
-    src, tgt_in, tgt_out = seq2seq.sentence_pair_batch(64, 50, 4, 8, rng)
-    src_len = (src != seq2seq.PAD).sum(1)
-    assert src_len.min() >= 4 and src_len.max() <= 8 and src.shape[1] == src_len.max()
-    assert np.all(np.diff(src_len) <= 0)  # longest source first
-    assert src[src != seq2seq.PAD].min() >= seq2seq.FIRST_TOKEN and src.max() < 50
-    assert tgt_in.shape == tgt_out.shape and np.all(tgt_in[:, 0] == seq2seq.BOS)
-    tgt_len = (tgt_out != seq2seq.PAD).sum(1) - 1  # words, without </s>
-    assert tgt_len.min() >= 4 and tgt_len.max() <= 8 and tgt_out.shape[1] == tgt_len.max() + 1
-    assert np.all(tgt_out[np.arange(64), tgt_len] == seq2seq.EOS)
-    assert np.all((tgt_out == seq2seq.EOS).sum(1) == 1)
-    # The decoder reads the words shifted right by one: tgt_in[t + 1] == tgt_out[t] for words.
-    words = np.arange(tgt_out.shape[1] - 1)[None, :] < tgt_len[:, None]
-    assert np.all(tgt_in[:, 1:][words] == tgt_out[:, :-1][words])
-    assert seq2seq.batch_tokens(src, tgt_out) == src_len.sum() + (tgt_len + 1).sum()
-
-
 def test_seq2seq_workload_counts_tokens_and_holds_the_pool():
     workload = seq2seq.build(2, CPU, "test", seed=3, pool_size=2)
     tensors = workload.inputs()
@@ -140,14 +97,6 @@ def test_seq2seq_workload_counts_tokens_and_holds_the_pool():
     assert workload.units_per_step == {"tokens/s": sum(per_batch) / 2}
     assert workload.samples_per_step == 2 and workload.throughput_unit == "sentences/s"
     assert isinstance(workload.optimizer, keras.optimizers.Adam)
-
-
-def test_image_batch_shapes_and_seeding():
-    images, labels = synthetic.image_batch(5, (8, 8, 3), 10, np.random.RandomState(1))
-    assert images.shape == (5, 8, 8, 3) and images.dtype == np.float32
-    assert labels.shape == (5,) and labels.min() >= 0 and labels.max() < 10
-    again, _ = synthetic.image_batch(5, (8, 8, 3), 10, np.random.RandomState(1))
-    assert np.array_equal(images, again)
 
 
 def test_same_seed_gives_same_weights_and_data():

@@ -13,6 +13,7 @@ mx = pytest.importorskip("mxnet")
 from mxnet import autograd, gluon  # noqa: E402
 
 from models.mxnet import inception3  # noqa: E402
+from param_counts import inception3_counts  # noqa: E402
 from tbd.errors import UsageError  # noqa: E402
 
 # models/pytorch/inception3.py (tests/test_model_inception3.py): torchvision's documented count for
@@ -25,39 +26,6 @@ def _count(params, trainable: bool) -> int:
     return sum(int(np.prod(p.shape)) for p in params.values() if (p.grad_req != "null") == trainable)
 
 
-def _inception3_counts() -> tuple[int, int]:
-    """(trainable parameters, BatchNorm running-stat values) of torchvision's Inception3, 1000 classes, by closed form.
-
-    Each BasicConv2d (cin, cout, kh, kw) holds cin*cout*kh*kw conv weights (no bias) and a BatchNorm
-    of cout channels (gamma, beta trainable; running mean, variance grad_req 'null').
-    """
-    convs = [(3, 32, 3, 3), (32, 32, 3, 3), (32, 64, 3, 3), (64, 80, 1, 1), (80, 192, 3, 3)]  # stem
-
-    def block_a(cin, pool):  # -> 64 + 64 + 96 + pool channels
-        return [(cin, 64, 1, 1), (cin, 48, 1, 1), (48, 64, 5, 5), (cin, 64, 1, 1), (64, 96, 3, 3),
-                (96, 96, 3, 3), (cin, pool, 1, 1)]
-
-    def block_c(c7):  # 768 -> 4 * 192
-        return [(768, 192, 1, 1), (768, c7, 1, 1), (c7, c7, 1, 7), (c7, 192, 7, 1), (768, c7, 1, 1),
-                (c7, c7, 7, 1), (c7, c7, 1, 7), (c7, c7, 7, 1), (c7, 192, 1, 7), (768, 192, 1, 1)]
-
-    def block_e(cin):  # -> 320 + 2 * 384 + 2 * 384 + 192 = 2048
-        return [(cin, 320, 1, 1), (cin, 384, 1, 1), (384, 384, 1, 3), (384, 384, 3, 1), (cin, 448, 1, 1),
-                (448, 384, 3, 3), (384, 384, 1, 3), (384, 384, 3, 1), (cin, 192, 1, 1)]
-
-    convs += block_a(192, 32) + block_a(256, 64) + block_a(288, 64)  # Mixed_5b..5d: 192 -> 256 -> 288 -> 288
-    convs += [(288, 384, 3, 3), (288, 64, 1, 1), (64, 96, 3, 3), (96, 96, 3, 3)]  # Mixed_6a: -> 384+96+288 = 768
-    convs += block_c(128) + block_c(160) + block_c(160) + block_c(192)  # Mixed_6b..6e
-    convs += [(768, 128, 1, 1), (128, 768, 5, 5)]  # AuxLogits conv0, conv1
-    convs += [(768, 192, 1, 1), (192, 320, 3, 3), (768, 192, 1, 1), (192, 192, 1, 7), (192, 192, 7, 1),
-              (192, 192, 3, 3)]  # Mixed_7a: -> 320 + 192 + 768 = 1280
-    convs += block_e(1280) + block_e(2048)  # Mixed_7b, 7c
-    weights = sum(cin * cout * kh * kw for cin, cout, kh, kw in convs)
-    bn_channels = sum(cout for _, cout, _, _ in convs)
-    fcs = (768 * 1000 + 1000) + (2048 * 1000 + 1000)  # aux fc and main fc, with bias
-    return weights + 2 * bn_channels + fcs, 2 * bn_channels
-
-
 @pytest.fixture(scope="module")
 def full():
     """The full-size workload (built for counting and shapes only; no steps)."""
@@ -65,7 +33,7 @@ def full():
 
 
 def test_full_parameter_count_matches_pytorch(full):
-    trainable, running = _inception3_counts()
+    trainable, running = inception3_counts()
     assert trainable == PYTORCH_PARAMS
     params = full.model.collect_params()
     assert _count(params, trainable=True) == trainable
