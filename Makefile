@@ -17,22 +17,32 @@ $(BIN)/tbd: setup.cfg pyproject.toml $(CONSTRAINTS)
 	$(BIN)/pip install --quiet $(PIP_CONSTRAINT_FLAG) -e '.[pytorch,test]'
 	@touch $(BIN)/tbd
 
-setup: $(BIN)/tbd .venv-mxnet/bin/python .venv-tensorflow/bin/python
+setup: $(BIN)/tbd setup-mxnet setup-tensorflow
 
 # MXNet 1.9 (its last release) does not import with numpy 2: it gets its own environment, whose
 # interpreter runs the MXNet runner child (tbd/frameworks.py). tbd's child-side modules need only
 # numpy and psutil there.
+# tbd itself is installed there too (editable, --no-deps: its own requirements would pull numpy 2),
+# so the child imports `tbd` from its installation, never from PYTHONPATH or the working directory.
 .venv-mxnet/bin/python:
 	$(PYTHON) -m venv .venv-mxnet
 	.venv-mxnet/bin/pip install --quiet "mxnet==1.9.1" "numpy<1.24" psutil nvidia-ml-py pytest
 
-setup-mxnet: .venv-mxnet/bin/python
+.venv-mxnet/.tbd-installed: .venv-mxnet/bin/python setup.cfg pyproject.toml
+	.venv-mxnet/bin/pip install --quiet --no-deps -e .
+	@touch $@
+
+setup-mxnet: .venv-mxnet/.tbd-installed
 
 .venv-tensorflow/bin/python:
 	$(PYTHON) -m venv .venv-tensorflow
 	.venv-tensorflow/bin/pip install --quiet tensorflow-cpu psutil nvidia-ml-py pytest
 
-setup-tensorflow: .venv-tensorflow/bin/python
+.venv-tensorflow/.tbd-installed: .venv-tensorflow/bin/python setup.cfg pyproject.toml
+	.venv-tensorflow/bin/pip install --quiet --no-deps -e .
+	@touch $@
+
+setup-tensorflow: .venv-tensorflow/.tbd-installed
 
 profile: setup
 	$(BIN)/tbd profile $(MODEL) --framework pytorch $(ARGS)
@@ -46,8 +56,8 @@ TENSORFLOW_TESTS := tests/test_models_tensorflow.py tests/test_tensorflow_trace.
 
 test: setup
 	$(BIN)/python -m pytest -q tests
-	PYTHONPATH=. .venv-mxnet/bin/python -m pytest -q $(MXNET_TESTS)
-	PYTHONPATH=. .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider $(TENSORFLOW_TESTS)
+	.venv-mxnet/bin/python -m pytest -q $(MXNET_TESTS)
+	.venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider $(TENSORFLOW_TESTS)
 
 clean:
 	rm -rf $(VENV) .venv-mxnet .venv-tensorflow *.egg-info

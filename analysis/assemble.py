@@ -10,11 +10,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from tbd.analysis import ranking, stability, utilization
+from tbd.analysis.peaks import PeakFlops
 
-from analysis import ranking, stability, utilization
-from analysis.peaks import PeakFlops
-from tbd.profile import (COMPLETE, FlopUtil, Iterations, KernelRow, Memory, Metrics, Profile, Throughput,
-                         Value)
+from tbd.profile import COMPLETE, FlopUtil, Iterations, KernelRow, Memory, Metrics, Profile, Throughput, Value
 from tbd.records import CpuSample, IterationLog, NvmlSample, TraceRecords
 
 

@@ -54,9 +54,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from analysis.flops_args import OpShapes, _numel, _shape, _Unparseable
-from analysis.flops_dense import _batched_gemm, _convolution, _convolution_backward, _gemm, _mv, _sdpa
-from analysis.flops_elementwise import (
+from tbd.analysis.flops_args import OpShapes, _numel, _shape, _Unparseable
+from tbd.analysis.flops_dense import _batched_gemm, _convolution, _convolution_backward, _gemm, _mv, _sdpa
+from tbd.analysis.flops_elementwise import (
     _ELEMENTWISE,
     _FOREACH,
     _INPLACE_ELEMENTWISE,
@@ -83,8 +83,7 @@ from analysis.flops_elementwise import (
     _roi_align_backward,
     _sum,
 )
-from analysis.flops_rnn import _cudnn_rnn, _fused_lstm_cell, _fused_lstm_cell_backward, _mkldnn_rnn_layer
-
+from tbd.analysis.flops_rnn import _cudnn_rnn, _fused_lstm_cell, _fused_lstm_cell_backward, _mkldnn_rnn_layer
 
 _FLOAT_TYPES = {
     "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16",

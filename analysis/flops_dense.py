@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from analysis.flops_args import OpShapes, _concrete, _int_list, _numel, _pick_mask, _require, _shape
+from tbd.analysis.flops_args import OpShapes, _concrete, _int_list, _numel, _pick_mask, _require, _shape
 
 
 # GEMMs: torch/utils/flop_counter.py mm_flop/addmm_flop/bmm_flop/baddbmm_flop (2·m·n·k).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from analysis.flops_args import (
+from tbd.analysis.flops_args import (
     OpShapes,
     _concrete,
     _elementwise_numel,
@@ -23,7 +23,6 @@ from analysis.flops_args import (
     _shape,
     _shapes_list,
 )
-
 
 # Elementwise ops: FLOPs per output element (the broadcast of the tensor inputs). Derivations:
 #   add/sub: 1, plus 1 when alpha != 1 scales a tensor operand (self + alpha·other).

@@ -9,17 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from analysis.flops_args import (
-    OpShapes,
-    _concrete,
-    _has_tensor,
-    _numel,
-    _pick_mask,
-    _require,
-    _shape,
-    _shapes_list,
-)
-
+from tbd.analysis.flops_args import OpShapes, _concrete, _has_tensor, _numel, _pick_mask, _require, _shape, _shapes_list
 
 # Recurrent layers. Mode numbers are cuDNN's cudnnRNNMode_t as ATen passes them (RNN.h):
 # 0 RNN_RELU, 1 RNN_TANH, 2 LSTM, 3 GRU, with G = 1, 1, 4, 3 gates. Per time step, batch element,

@@ -38,9 +38,9 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
+    from tbd.profilers.pytorch import resolve_device
 
     import tbd
-    from profilers.pytorch import resolve_device
     from tbd.registry import load_builder
 
     device = resolve_device(torch, args.device)

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from profilers.kineto import read_trace_file, trace_records  # noqa: E402
-from tbd.collect import profile_from_trace  # noqa: E402
+from tbd.profilers.kineto import read_trace_file, trace_records
+
+from tbd.collect import profile_from_trace
 
 
 def _scaled_trace(source: Path, copies: int) -> dict:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from tbd.models.numpy_synthetic import check_build_args
 
-from models.numpy_synthetic import check_build_args
 from tbd.errors import UsageError
 
 NUM_CLASSES = 21  # 20 Pascal VOC classes + background (label 0)

@@ -13,8 +13,7 @@ blank last shifts the labels itself.
 from __future__ import annotations
 
 import numpy as np
-
-from models.specs import DS2ConvSpec
+from tbd.models.specs import DS2ConvSpec
 
 SAMPLE_RATE = 16_000  # LibriSpeech audio, Hz
 WINDOW = 320  # 20 ms spectrogram window, samples

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
-from profilers import nvml as _nvml
+from tbd.profilers import nvml as _nvml
 
 CPUFREQ_MAX = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
 CPUINFO = "/proc/cpuinfo"

@@ -49,9 +49,9 @@ import zlib
 from decimal import Decimal
 
 import numpy as np
+from tbd.profilers.kineto_events import _STEP, _classify, _column, _ns, _Raw
+from tbd.profilers.kineto_tree import _enclosing_op, _formula_roots, _op_tree, _Ops, _self_ns, _split
 
-from profilers.kineto_events import _STEP, _classify, _column, _ns, _Raw
-from profilers.kineto_tree import _enclosing_op, _formula_roots, _op_tree, _Ops, _self_ns, _split
 from tbd.errors import TraceFormatError
 from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
 
@@ -107,7 +107,7 @@ def trace_records(trace: dict, source: str, flops_of=None, precision_of=None) ->
         TraceFormatError: not a trace, malformed events, or no ops and no kernels.
     """
     if flops_of is None or precision_of is None:
-        from analysis import flops as _flops  # lazy: only the default formula table needs it
+        from tbd.analysis import flops as _flops  # lazy: only the default formula table needs it
 
         flops_of = flops_of or _flops.op_flops
         precision_of = precision_of or _flops.precision_of

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from profilers.kineto_events import _column, _ns, _thread_codes
+from tbd.profilers.kineto_events import _column, _ns, _thread_codes
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ def _self_ns(ops: _Ops) -> np.ndarray:
 
 
 def _shapes(ev: dict):
-    from analysis.flops import OpShapes  # lazy: records only need it when counting FLOPs
+    from tbd.analysis.flops import OpShapes  # lazy: records only need it when counting FLOPs
 
     args = ev.get("args") or {}
     return OpShapes(

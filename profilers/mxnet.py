@@ -30,8 +30,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from profilers.mxnet_shapes import ShapeLog, _flat_arrays
-from profilers.windows import run_stages
+from tbd.profilers.mxnet_shapes import ShapeLog, _flat_arrays
+from tbd.profilers.windows import run_stages
+
 from tbd import rundir
 from tbd.records import RunSpec
 from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window
@@ -94,8 +95,8 @@ def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) ->
         os.environ["OMP_NUM_THREADS"] = str(spec.threads)
     import mxnet as mx
     import numpy as np
+    from tbd.profilers import host
 
-    from profilers import host
     from tbd.registry import load_builder
 
     mx.random.seed(spec.seed)
@@ -138,7 +139,7 @@ def _environment(host: Any, spec: RunSpec, ctx: Any) -> dict:
     if spec.threads:
         cpu["threads_in_use"] = min(int(spec.threads), cpu["cores_available"] or cpu["cores_logical"])
     if ctx.device_type == "gpu":
-        from profilers.nvml import gpu_facts_from_nvml
+        from tbd.profilers.nvml import gpu_facts_from_nvml
 
         env["gpu"], env["gpu_reason"] = gpu_facts_from_nvml(ctx.device_id), None
     else:
@@ -189,7 +190,7 @@ def _run_stages(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, 
     hooks = LoopHooks(step=workload.step, synchronize=mx.nd.waitall, samples_counter=workload.samples_counter)
     nvml = None
     if is_gpu:
-        from profilers.nvml import NvmlSampler
+        from tbd.profilers.nvml import NvmlSampler
 
         nvml = NvmlSampler(ctx.device_id)
     params = None if workload.model is None else int(sum(int(p.data().size)
@@ -201,7 +202,7 @@ def _run_stages(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, 
 
 def _trace_window(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, hooks: LoopHooks,
                   state: LoopState, progress: ProgressFn) -> None:
-    from profilers.mxnet_trace import SHAPES_SCHEMA
+    from tbd.profilers.mxnet_trace import SHAPES_SCHEMA
 
     tmp_dir = Path(tempfile.mkdtemp(prefix=".trace-", dir=run_dir))
     dump = tmp_dir / "mxnet_profile.json"
@@ -294,7 +295,7 @@ def measured_gemm_ceiling(mx: Any, ctx: Any, n: int = 2048, repeats: int = 5) ->
         # data (n x n) times weight^T (n x n): the same 2 n^3 FLOPs through oneDNN.
         "FullyConnected": lambda: mx.nd.FullyConnected(a, b, no_bias=True, num_hidden=n, out=out),
     }
-    from profilers.gemm import best_seconds_per_call
+    from tbd.profilers.gemm import best_seconds_per_call
 
     timed = {name: best_seconds_per_call(fn, mx.nd.waitall, repeats) for name, fn in paths.items()}
     path = min(timed, key=lambda k: timed[k][0])

@@ -35,8 +35,8 @@ import re
 from typing import Callable
 
 import numpy as np
+from tbd.analysis.flops_args import OpShapes
 
-from analysis.flops_args import OpShapes
 from tbd.errors import TraceFormatError
 from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
 
@@ -503,7 +503,7 @@ def trace_records(trace: dict, source: str, flops_of=None, precision_of=None,
         TraceFormatError: not a trace, malformed events, unpaired operator events, no operators.
     """
     if flops_of is None or precision_of is None:
-        from analysis import flops as _flops
+        from tbd.analysis import flops as _flops
 
         flops_of = flops_of or _flops.op_flops
         precision_of = precision_of or _flops.precision_of
@@ -542,7 +542,7 @@ def trace_records(trace: dict, source: str, flops_of=None, precision_of=None,
 
 def _ns(value, source: str, what: str) -> int:
     """MXNet's integer-microsecond times -> integer ns (exact); malformed -> TraceFormatError."""
-    from profilers.kineto_events import _ns as kineto_ns
+    from tbd.profilers.kineto_events import _ns as kineto_ns
 
     try:
         return kineto_ns(value)

@@ -19,8 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from models.base import Workload
-from profilers.windows import run_stages
+from tbd.models.base import Workload
+from tbd.profilers.windows import run_stages
+
 from tbd import rundir
 from tbd.records import RunSpec
 from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window
@@ -68,7 +69,7 @@ def run_workload(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, d
 
 def _run_stages(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, device: Any,
                 state: LoopState, progress: ProgressFn) -> None:
-    from profilers.gemm import measured_gemm_ceiling
+    from tbd.profilers.gemm import measured_gemm_ceiling
 
     is_cuda = device.type == "cuda"
     synchronize = (lambda: torch.cuda.synchronize(device)) if is_cuda else (lambda: None)
@@ -83,7 +84,7 @@ def _run_stages(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, de
 
 
 def _nvml_sampler(torch: Any, device: Any):
-    from profilers.nvml import NvmlSampler
+    from tbd.profilers.nvml import NvmlSampler
 
     index = device.index if device.index is not None else torch.cuda.current_device()
     # NVML and CUDA may number devices differently; the UUID names the same card in both.
@@ -93,9 +94,8 @@ def _nvml_sampler(torch: Any, device: Any):
 
 def _trace_window(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, device: Any,
                   hooks: LoopHooks, state: LoopState, progress: ProgressFn) -> None:
+    from tbd.profilers.pytorch_memory import MemoryTracker, torch_memory_cross_check
     from torch.profiler import ProfilerActivity, profile, schedule
-
-    from profilers.pytorch_memory import MemoryTracker, torch_memory_cross_check
 
     is_cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
@@ -134,8 +134,8 @@ def _trace_window(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, 
 def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) -> None:
     """The runner child's entry: set torch up, describe the machine, build the workload, profile it."""
     import torch
+    from tbd.profilers import host
 
-    from profilers import host
     from tbd.registry import load_builder
 
     setup_torch(torch, spec)

@@ -37,7 +37,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from profilers.windows import run_stages
+from tbd.profilers.windows import run_stages
+
 from tbd import rundir
 from tbd.records import RunSpec
 from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window
@@ -108,8 +109,8 @@ def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) ->
     """Build the workload and run every stage, writing raw records; `state` keeps what ran."""
     import keras
     import tensorflow as tf
+    from tbd.profilers import host
 
-    from profilers import host
     from tbd.registry import load_builder
 
     if spec.threads:
@@ -126,7 +127,7 @@ def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) ->
     if device == "cpu":
         env["gpu_reason"] = "the run used device cpu"
     else:
-        from profilers.nvml import gpu_facts_from_nvml  # TF has no device-properties API either
+        from tbd.profilers.nvml import gpu_facts_from_nvml  # TF has no device-properties API either
 
         env["gpu"], env["gpu_reason"] = gpu_facts_from_nvml(int(device.split(":")[1])), None
     rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT, env)
@@ -161,7 +162,7 @@ def _run_stages(tf: Any, workload: Any, spec: RunSpec, run_dir: Path, tf_device:
                       samples_counter=workload.samples_counter)
     nvml = None
     if is_gpu:
-        from profilers.nvml import NvmlSampler
+        from tbd.profilers.nvml import NvmlSampler
 
         nvml = NvmlSampler(int(tf_device.split(":")[1]))
     params = None if workload.model is None else int(sum(int(math.prod(v.shape)) for m in _each(workload.model)
@@ -380,7 +381,7 @@ def measured_gemm_ceiling(tf: Any, tf_device: str, n: int = 2048, repeats: int =
         def matmul():
             return tf.linalg.matmul(a, b)
 
-        from profilers.gemm import best_seconds_per_call
+        from tbd.profilers.gemm import best_seconds_per_call
 
         best, inner = best_seconds_per_call(matmul, sync, repeats)
     return {"flops_per_s": 2.0 * n**3 / best, "n": n, "seconds": best, "repeats": repeats,

@@ -26,8 +26,8 @@ import re
 from typing import Callable
 
 import numpy as np
+from tbd.analysis.flops_args import OpShapes
 
-from analysis.flops_args import OpShapes
 from tbd.errors import TraceFormatError
 from tbd.records import ANALYTIC, KernelTable, OpTable, StepSpan, TraceRecords
 
@@ -350,7 +350,7 @@ def trace_records(trace: dict, source: str, flops_of=None, precision_of=None) ->
         TraceFormatError: not this schema, malformed events, unpaired steps, no op events.
     """
     if flops_of is None or precision_of is None:
-        from analysis import flops as _flops
+        from tbd.analysis import flops as _flops
 
         flops_of = flops_of or _flops.op_flops
         precision_of = precision_of or _flops.precision_of

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from profilers.cpu import CpuWindow
+from tbd.profilers.cpu import CpuWindow
+
 from tbd import rundir
 from tbd.records import RunSpec
 from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_timing_window, run_warmup

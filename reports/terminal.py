@@ -14,10 +14,20 @@ from typing import Any
 from rich import box
 from rich.console import RenderableType
 from rich.text import Text
+from tbd.reports.kernels_table import (
+    NA,
+    console_text,
+    fmt_pct,
+    fmt_seconds,
+    fmt_window,
+    kernel_noun,
+    low_util_table,
+    new_console,
+    plain_table,
+    render_kernels,
+    top_kernels_table,
+)
 
-from reports.kernels_table import (NA, console_text, fmt_pct, fmt_seconds, fmt_window, kernel_noun,
-                                   low_util_table, new_console, plain_table, render_kernels,
-                                   top_kernels_table)
 from tbd.errors import UsageError
 from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Memory, Profile, Value
 

@@ -48,9 +48,9 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
     """
     import torch
 
-    from models.base import Workload
-    from profilers import host, pytorch
     from tbd.collect import profile_from_run_dir
+    from tbd.models.base import Workload
+    from tbd.profilers import host, pytorch
     from tbd.sampling import LoopState
 
     spec = RunSpec(model=name, framework="pytorch", batch=samples_per_step, device=device, warmup=warmup,
@@ -98,7 +98,7 @@ def _progress(enabled: bool):
 
     if not enabled:
         return (lambda event: None), contextlib.nullcontext()
-    from reports.progress import StageProgress
+    from tbd.reports.progress import StageProgress
 
     bars = StageProgress()
     return bars, bars

@@ -10,13 +10,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analysis.assemble import PeakModel, WorkloadInfo, assemble_profile
-from analysis.memory import memory_breakdown
-from analysis.peaks import PeakFlops, cpu_peak_flops, gpu_peak_flops
-from profilers.kineto import read_trace_file, trace_records
 from tbd import rundir
+from tbd.analysis.assemble import PeakModel, WorkloadInfo, assemble_profile
+from tbd.analysis.memory import memory_breakdown
+from tbd.analysis.peaks import PeakFlops, cpu_peak_flops, gpu_peak_flops
 from tbd.errors import ResultFormatError
 from tbd.profile import COMPLETE, PARTIAL, Profile
+from tbd.profilers.kineto import read_trace_file, trace_records
 from tbd.records import TraceRecords
 
 GPU_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -45,12 +45,12 @@ def _trace(run_dir: Path, framework: str) -> TraceRecords | None:
     if not path.exists():
         return None
     if framework == "mxnet":
-        from profilers import mxnet_trace
+        from tbd.profilers import mxnet_trace
 
         shapes = rundir.read_optional(run_dir, rundir.MXNET_SHAPES, "MXNet operand shapes")
         return mxnet_trace.trace_records(read_trace_file(path), source=str(path), shapes=shapes)
     if framework == "tensorflow":
-        from profilers import tensorflow_trace
+        from tbd.profilers import tensorflow_trace
 
         return tensorflow_trace.trace_records(read_trace_file(path), source=str(path))
     return trace_records(read_trace_file(path), source=str(path))
@@ -58,11 +58,11 @@ def _trace(run_dir: Path, framework: str) -> TraceRecords | None:
 
 def _memory(framework: str, records: dict | None, trace: TraceRecords | None, cross: dict | None):
     if framework == "mxnet":
-        from analysis import memory_mxnet
+        from tbd.analysis import memory_mxnet
 
         return memory_mxnet.memory_breakdown(records, trace)
     if framework == "tensorflow":
-        from analysis import memory_tensorflow
+        from tbd.analysis import memory_tensorflow
 
         return memory_tensorflow.memory_breakdown(records, trace)
     return memory_breakdown(records, trace, cross)

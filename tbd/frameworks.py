@@ -18,6 +18,8 @@ from pathlib import Path
 from tbd.errors import FrameworkMissingError
 from tbd.registry import FRAMEWORK_MODULES, check_framework
 
+#: Where `make` builds the framework venvs: the checkout tbd runs from (an editable install). An
+#: installed tbd elsewhere finds no .venv-<fw> here and uses $TBD_PYTHON_<FW> or this interpreter.
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The exact command that installs each framework for tbd (run at the repository root).
@@ -63,9 +65,10 @@ def runtime(framework: str, root: Path | None = None) -> Runtime:
 
 _PROBE = """
 import json, sys
+del sys.path[0]  # the working directory: never shadows the installed tbd (tbd/runner.py)
 out = {}
 try:
-    from profilers import %(fw)s as hook
+    from tbd.profilers import %(fw)s as hook
     out = {"usable": True, **hook.versions()}
 except Exception as exc:
     out = {"usable": False, "reason": f"{type(exc).__name__}: {exc}".splitlines()[0]}
@@ -75,10 +78,9 @@ sys.stdout.write(json.dumps(out))
 
 def probe(rt: Runtime, timeout_s: float = 120.0) -> dict:
     """Import the framework's hook in its interpreter and report versions and GPU (`tbd env`)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
         done = subprocess.run([rt.python, "-c", _PROBE % {"fw": rt.framework}], capture_output=True, text=True,
-                              timeout=timeout_s, env=env, cwd=ROOT)
+                              timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"usable": False, "reason": f"{rt.python}: {exc}"}
     try:

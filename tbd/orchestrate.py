@@ -22,7 +22,7 @@ from tbd.errors import InterruptedRun, OutOfMemoryError, TbdError, UsageError, W
 from tbd.frameworks import runtime
 from tbd.profile import PARTIAL, Profile
 from tbd.records import RunSpec
-from tbd.runner import EXIT_INTERRUPTED, EXIT_OK, EXIT_OOM, EXIT_USAGE
+from tbd.runner import EXIT_INTERRUPTED, EXIT_OK, EXIT_OOM, EXIT_USAGE, child_command
 
 ProgressSink = Callable[[dict], None]
 SIGKILL_EXIT = -9  # the kernel's OOM killer ends a process with SIGKILL
@@ -30,16 +30,11 @@ SIGKILL_EXIT = -9  # the kernel's OOM killer ends a process with SIGKILL
 
 def _child_command(run_dir: Path) -> list[str]:
     spec = rundir.read_json(run_dir / rundir.SPEC, "run spec")
-    return [runtime(spec.get("framework", "pytorch")).python, "-m", "tbd.runner", str(run_dir)]
+    return child_command(runtime(spec.get("framework", "pytorch")).python, run_dir.resolve())
 
 
 def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    # The child imports tbd from wherever this process did (an editable install or a checkout).
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
+    return {**os.environ, "PYTHONUNBUFFERED": os.environ.get("PYTHONUNBUFFERED", "1")}
 
 
 def run_child(run_dir: Path, progress: ProgressSink) -> int:

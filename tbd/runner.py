@@ -26,6 +26,20 @@ from tbd.sampling import LoopState
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_OOM, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
+# `python -m` and `python -c` put the working directory first on sys.path: a user's folder holding
+# its own `tbd/`, `numpy/` or `torch.py` would shadow the installed ones in the child. The child
+# drops that entry before importing anything (`python -P` does the same, from Python 3.11 on only).
+_SAFE_PATH_MAIN = "import sys; del sys.path[0]; from tbd.runner import main; sys.exit(main())"
+
+
+def child_command(python: str, run_dir: Path) -> list[str]:
+    """The command line that runs the runner child on `run_dir` in interpreter `python`.
+
+    The child imports tbd from that interpreter's installation (the framework venvs install tbd
+    itself), never from the working directory.
+    """
+    return [python, "-c", _SAFE_PATH_MAIN, str(run_dir)]
+
 
 def _progress(event: dict) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
@@ -46,7 +60,7 @@ def run(run_dir: Path) -> int:
     hook = None
     try:
         # One framework per child: profilers.<framework> drives the workload and writes raw records.
-        hook = importlib.import_module(f"profilers.{spec.framework}")
+        hook = importlib.import_module(f"tbd.profilers.{spec.framework}")
         hook.run(spec, run_dir, state, _progress)
     except KeyboardInterrupt:
         _save_partial(run_dir, state, "interrupted", f"interrupted by the user during {state.stage}")

@@ -17,7 +17,7 @@ from typing import Any, Callable, ContextManager
 
 import numpy as np
 
-from analysis.stability import StabilityRule, warmup_end
+from tbd.analysis.stability import StabilityRule, warmup_end
 from tbd.records import IterationLog, RunSpec
 
 ProgressFn = Callable[[dict], None]

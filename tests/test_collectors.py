@@ -10,10 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import psutil
 import pytest
-
-from profilers import host
-from profilers.cpu import CpuWindow
-from profilers.nvml import POLLING, SAMPLES, NvmlSampler, nvml_available, nvml_device_facts
+from tbd.profilers import host
+from tbd.profilers.cpu import CpuWindow
+from tbd.profilers.nvml import POLLING, SAMPLES, NvmlSampler, nvml_available, nvml_device_facts
 
 # ---------------------------------------------------------------- CPU counters
 
@@ -257,7 +256,7 @@ def test_torch_gpu_with_fake_torch(monkeypatch):
 
 def test_gemm_ceiling_on_cpu():
     torch = pytest.importorskip("torch")
-    from profilers.gemm import measured_gemm_ceiling
+    from tbd.profilers.gemm import measured_gemm_ceiling
 
     before = torch.get_float32_matmul_precision()
     result = measured_gemm_ceiling(torch, "cpu", n=256, repeats=3)

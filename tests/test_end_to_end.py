@@ -8,11 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
+from tbd.models.pytorch import resnet50
 
-from models.pytorch import resnet50
 from tbd.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,11 +124,10 @@ def test_report_round_trip(run_dir, capsys):
 
 def test_ctrl_c_writes_partial_profile(tmp_path):
     out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "tbd.cli", "profile", "resnet50", "--size", "test",
                              "--batch", "2", "--device", "cpu", "--warmup", "1", "--iterations", "100000",
                              "--max-seconds", "600", "--out", str(out), "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
                             start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and not (out / "iterations.json").exists():

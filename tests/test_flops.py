@@ -11,10 +11,9 @@ import math
 
 import pytest
 import torch
+from tbd.analysis.flops import FORMULA_OPS, OpShapes, has_formula, op_flops, precision_of
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
-
-from analysis.flops import FORMULA_OPS, OpShapes, has_formula, op_flops, precision_of
 
 
 def _op(name: str, *args) -> OpShapes:

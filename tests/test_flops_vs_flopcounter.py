@@ -15,11 +15,10 @@ import math
 
 import pytest
 import torch
+from tbd.analysis.flops import OpShapes, has_formula, op_flops
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
-
-from analysis.flops import OpShapes, has_formula, op_flops
 
 # The ops FlopCounterMode counts that a ResNet's training step runs.
 _CONV_GEMM = {"aten::convolution", "aten::convolution_backward", "aten::mm", "aten::addmm",
@@ -106,10 +105,10 @@ def test_small_resnet_conv_gemm_flops_match_flopcounter(tmp_path):
     assert _trace_conv_gemm_flops(step, tmp_path / "small.json") == expected
 
 
-@pytest.mark.skipif(importlib.util.find_spec("models.pytorch.resnet50") is None,
+@pytest.mark.skipif(importlib.util.find_spec("tbd.models.pytorch.resnet50") is None,
                     reason="models/pytorch/resnet50.py not present")
 def test_resnet50_conv_gemm_flops_match_flopcounter(tmp_path):
-    from models.pytorch import resnet50
+    from tbd.models.pytorch import resnet50
 
     workload = resnet50.build(1, "cpu", "full", 0)
     expected = _flopcounter_flops(workload.step)

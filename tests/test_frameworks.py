@@ -1,7 +1,6 @@
 """Which interpreter runs a framework, and the one-line error when none has it."""
 
 import sys
-from pathlib import Path
 
 import pytest
 

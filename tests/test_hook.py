@@ -2,8 +2,8 @@
 
 import pytest
 import torch
+from tbd.profilers.pytorch import is_out_of_memory, resolve_device
 
-from profilers.pytorch import is_out_of_memory, resolve_device
 from tbd.errors import UsageError
 
 

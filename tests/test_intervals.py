@@ -1,6 +1,5 @@
 import numpy as np
-
-from analysis.intervals import clip, covered_in_window_ns, merge, union_length_ns
+from tbd.analysis.intervals import clip, covered_in_window_ns, merge, union_length_ns
 
 
 def a(*xs):

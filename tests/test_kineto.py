@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tbd.profilers.kineto import read_trace_file, trace_records
 
-from profilers.kineto import read_trace_file, trace_records
 from tbd.errors import TraceFormatError
 from tbd.records import StepSpan
 
@@ -277,6 +277,6 @@ def test_malformed_event_raises():
 
 
 def test_default_formula_table_is_used():
-    pytest.importorskip("analysis.flops")
+    pytest.importorskip("tbd.analysis.flops")
     rec = trace_records(read_trace_file(CUDA), "default")
     assert rec.kernels.flop_source[0] == "analytic" and rec.kernels.flops[0] > 0

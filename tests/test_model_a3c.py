@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
+from tbd.models.atari_env import ACTIONS, BACKGROUND, OPPONENT, PLAYER, WHITE, PaddleBallEnv
+from tbd.models.base import Workload
+from tbd.models.pytorch import a3c
 
-from models.base import Workload
-from models.pytorch import a3c
-from models.atari_env import ACTIONS, BACKGROUND, OPPONENT, PLAYER, WHITE, PaddleBallEnv
 from tbd.errors import UsageError
 
 
@@ -201,7 +201,7 @@ def test_same_seed_same_workload():
         loss = float(work.step())
         return params, loss, work.inputs()[0].clone()
 
-    (pa, la, ia), (pb, lb, ib), (pc, lc, ic) = first_step(3), first_step(3), first_step(4)
+    (pa, la, ia), (pb, lb, ib), (pc, _, ic) = first_step(3), first_step(3), first_step(4)
     assert all(torch.equal(x, y) for x, y in zip(pa, pb, strict=True)) and la == lb and torch.equal(ia, ib)
     assert not all(torch.equal(x, y) for x, y in zip(pa, pc)) and not torch.equal(ia, ic)
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
+from tbd.models.base import Workload
+from tbd.models.pytorch import deepspeech2 as ds
 
-from models.base import Workload
-from models.pytorch import deepspeech2 as ds
 from tbd.errors import UsageError
 
 

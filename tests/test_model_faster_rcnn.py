@@ -6,11 +6,12 @@ import math
 
 import pytest
 import torch
+from tbd.models.base import Workload
+from tbd.models.numpy_detection import FULL, TEST
+from tbd.models.pytorch import detection_ops as ops
+from tbd.models.pytorch import faster_rcnn
+from tbd.models.pytorch.faster_rcnn import FasterRCNN, FrozenBatchNorm2d
 
-from models.base import Workload
-from models.pytorch import detection_ops as ops
-from models.pytorch import faster_rcnn
-from models.pytorch.faster_rcnn import FULL, TEST, FasterRCNN, FrozenBatchNorm2d
 from tbd.errors import UsageError
 
 

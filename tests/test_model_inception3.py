@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
+from tbd.models.base import Workload
+from tbd.models.pytorch import inception3
 from torch.nn import functional as F
 
-from models.base import Workload
-from models.pytorch import inception3
 from tbd.errors import UsageError
 
 # torchvision's documented parameter count for Inception_V3_Weights.IMAGENET1K_V1 ("num_params"):

@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
+from tbd.models.base import Workload
+from tbd.models.pytorch import wgan
 
-from models.base import Workload
-from models.pytorch import wgan
 from tbd.errors import UsageError
 
 DIM, NOISE = 64, 128  # gan_64x64.py: DIM = 64, noise tf.random_normal([n, 128])

@@ -1,7 +1,7 @@
 """MXNet Gluon suite workloads: parameter counts against PyTorch's, a learning step, synthetic data.
 
 Runs only where mxnet imports (its own venv, .venv-mxnet: MXNet 1.9.1 needs numpy < 1.24):
-    PYTHONPATH=. .venv-mxnet/bin/python -m pytest -q tests/test_models_mxnet.py
+    .venv-mxnet/bin/python -m pytest -q tests/test_models_mxnet.py
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
-from models.mxnet import resnet50, seq2seq  # noqa: E402
 from param_counts import resnet50_counts, seq2seq_count  # noqa: E402
+from tbd.models.mxnet import resnet50, seq2seq  # noqa: E402
+
 from tbd.errors import UsageError  # noqa: E402
 
 

@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
+from tbd.models.base import Workload
+from tbd.models.pytorch import resnet50, seq2seq
+from tbd.models.pytorch.seq2seq import BOS, EOS, FIRST_TOKEN, PAD
 
-from models.base import Workload
-from models.pytorch import resnet50, seq2seq
-from models.pytorch.seq2seq import BOS, EOS, FIRST_TOKEN, PAD
 from tbd.errors import UsageError
 
 FULL_VOCAB = 17_188
@@ -161,7 +161,7 @@ def test_deeper_resnets_are_registered_builders(variant, params):
     assert wl.name == variant
     losses = [float(wl.step().detach()) for _ in range(10)]
     assert all(map(math.isfinite, losses)) and losses[-1] < losses[0]
-    from models.pytorch.resnet50 import DEPTHS, resnet
+    from tbd.models.pytorch.resnet50 import DEPTHS, resnet
 
     with torch.device("meta"):
         assert sum(p.numel() for p in resnet(DEPTHS[variant]).parameters()) == params

@@ -1,7 +1,7 @@
 """TensorFlow (Keras 3) suite workloads: parameter counts against PyTorch's, a learning step, synthetic data.
 
 Runs only where tensorflow imports (its own venv, .venv-tensorflow):
-    PYTHONPATH=. .venv-tensorflow/bin/python -m pytest -q tests/test_models_tensorflow.py
+    .venv-tensorflow/bin/python -m pytest -q tests/test_models_tensorflow.py
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
-
-from models.tensorflow import resnet50, seq2seq  # noqa: E402
 from param_counts import resnet50_counts, seq2seq_count  # noqa: E402
+from tbd.models.tensorflow import resnet50, seq2seq  # noqa: E402
+
 from tbd.errors import UsageError  # noqa: E402
 
 CPU = "/CPU:0"

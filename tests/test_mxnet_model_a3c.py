@@ -1,6 +1,6 @@
 """MXNet A3C: network size by closed form, batched environments, returns, loss, RMSProp and a learning update.
 
-    PYTHONPATH=. .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_a3c.py
+    .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_a3c.py
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 mx = pytest.importorskip("mxnet")
 
 from mxnet import gluon  # noqa: E402
+from tbd.models.atari_env import ACTIONS  # noqa: E402
+from tbd.models.base import Workload  # noqa: E402
+from tbd.models.mxnet import a3c  # noqa: E402
 
-from models.atari_env import ACTIONS  # noqa: E402
-from models.base import Workload  # noqa: E402
-from models.mxnet import a3c  # noqa: E402
 from tbd.errors import UsageError  # noqa: E402
 
 PYTORCH_PARAMS = 677_943  # models/pytorch/a3c.py (tests/test_model_a3c.py closed form)

@@ -1,6 +1,6 @@
 """MXNet Deep Speech 2: parameter count by closed form, LibriSpeech-shaped numpy data, CTC labels, a step that trains.
 
-    PYTHONPATH=. .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_deepspeech2.py
+    .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_deepspeech2.py
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
-from models import numpy_speech as speech  # noqa: E402
-from models.base import Workload  # noqa: E402
-from models.mxnet import deepspeech2 as ds  # noqa: E402
+from tbd.models import numpy_speech as speech  # noqa: E402
+from tbd.models.base import Workload  # noqa: E402
+from tbd.models.mxnet import deepspeech2 as ds  # noqa: E402
+
 from tbd.errors import UsageError  # noqa: E402
 
 PYTORCH_PARAMS = 180_987_293  # models/pytorch/deepspeech2.py (tests/test_model_deepspeech2.py closed form)

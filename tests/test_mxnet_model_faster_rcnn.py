@@ -1,7 +1,7 @@
 """MXNet Gluon Faster R-CNN: parameter counts against PyTorch's, detection pieces on hand examples, training.
 
 Runs only where mxnet imports (its own venv):
-    PYTHONPATH=. .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_faster_rcnn.py
+    .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_faster_rcnn.py
 Also covers models/numpy_detection.py (synthetic VOC images, anchor grid), shared with TensorFlow.
 """
 
@@ -15,11 +15,11 @@ import pytest
 mx = pytest.importorskip("mxnet")
 
 from mxnet import autograd  # noqa: E402
+from tbd.models import numpy_detection as det  # noqa: E402
+from tbd.models.base import Workload  # noqa: E402
+from tbd.models.mxnet import faster_rcnn  # noqa: E402
+from tbd.models.mxnet.faster_rcnn import FasterRCNN  # noqa: E402
 
-from models import numpy_detection as det  # noqa: E402
-from models.base import Workload  # noqa: E402
-from models.mxnet import faster_rcnn  # noqa: E402
-from models.mxnet.faster_rcnn import FasterRCNN  # noqa: E402
 from tbd.errors import UsageError  # noqa: E402
 
 nd = mx.nd

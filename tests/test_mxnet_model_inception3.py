@@ -1,7 +1,7 @@
 """Inception-v3 in MXNet Gluon: parameter count against PyTorch's, grid sizes, data, the aux loss, training.
 
 Runs only where mxnet imports (its own venv, .venv-mxnet):
-    PYTHONPATH=. .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_inception3.py
+    .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_inception3.py
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 from mxnet import autograd, gluon  # noqa: E402
-
-from models.mxnet import inception3  # noqa: E402
 from param_counts import inception3_counts  # noqa: E402
+from tbd.models.mxnet import inception3  # noqa: E402
+
 from tbd.errors import UsageError  # noqa: E402
 
 # models/pytorch/inception3.py (tests/test_model_inception3.py): torchvision's documented count for

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tbd.profilers.kineto import read_trace_file
+from tbd.profilers.mxnet_trace import MXNET_ZERO_FLOPS, SHAPES_SCHEMA, trace_records
 
-from profilers.kineto import read_trace_file
-from profilers.mxnet_trace import MXNET_ZERO_FLOPS, SHAPES_SCHEMA, trace_records
 from tbd.errors import TraceFormatError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mxnet_cpu_small.json.gz"

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-
-from models import numpy_synthetic as synthetic
+from tbd.models import numpy_synthetic as synthetic
 
 
 def test_sentence_pair_batch_layout():

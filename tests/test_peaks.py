@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from analysis.peaks import PeakFlops, cpu_flops_per_cycle, cpu_peak_flops, gpu_peak_flops
+from tbd.analysis.peaks import PeakFlops, cpu_flops_per_cycle, cpu_peak_flops, gpu_peak_flops
 
 
 def _close(value: float | None, expected: float, rel: float = 0.005) -> bool:

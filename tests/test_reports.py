@@ -10,12 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tbd.reports.kernels_table import render_kernels, shorten_middle
+from tbd.reports.terminal import fmt_bytes, fmt_flops, render_profile
 
-from reports.kernels_table import render_kernels, shorten_middle
-from reports.terminal import fmt_bytes, fmt_flops, render_profile
 from tbd.errors import UsageError
-from tbd.profile import (COMPLETE, PARTIAL, FlopUtil, Iterations, KernelRow, Memory, Metrics, Profile,
-                         Throughput, Value)
+from tbd.profile import COMPLETE, PARTIAL, FlopUtil, Iterations, KernelRow, Memory, Metrics, Profile, Throughput, Value
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 MiB = 1 << 20
@@ -294,5 +293,5 @@ def test_color_none_is_plain_when_stdout_is_not_a_terminal(monkeypatch):
 
 
 def test_render_kernels_is_reachable_from_terminal():
-    from reports import terminal
+    from tbd.reports import terminal
     assert terminal.render_kernels is render_kernels

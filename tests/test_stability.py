@@ -1,6 +1,5 @@
 import numpy as np
-
-from analysis.stability import StabilityRule, warmup_end
+from tbd.analysis.stability import StabilityRule, warmup_end
 
 RULE = StabilityRule(window=5, cv_max=0.10, median_tol=0.05)
 
@@ -32,7 +31,7 @@ def test_needs_two_windows():
 
 
 def test_a_slow_traced_iteration_is_called_out():
-    from analysis.stability import trace_window_outliers
+    from tbd.analysis.stability import trace_window_outliers
 
     ms = 1_000_000
     # Timing window 2..6 lasted 500 ms (mean 100 ms a step; its own per-step times are host times of an

@@ -1,7 +1,7 @@
 """TensorFlow (Keras 3) Faster R-CNN: parameter counts against PyTorch's, detection ops on hand examples, training.
 
 Runs only where tensorflow imports (its own venv, .venv-tensorflow):
-    PYTHONPATH=. .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_faster_rcnn.py
+    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_faster_rcnn.py
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from models import numpy_detection as nd  # noqa: E402
-from models.base import Workload  # noqa: E402
-from models.tensorflow import faster_rcnn  # noqa: E402
-from models.tensorflow.faster_rcnn import FasterRCNN, FrozenBatchNorm  # noqa: E402
+from tbd.models import numpy_detection as nd  # noqa: E402
+from tbd.models.base import Workload  # noqa: E402
+from tbd.models.tensorflow import faster_rcnn  # noqa: E402
+from tbd.models.tensorflow.faster_rcnn import FasterRCNN, FrozenBatchNorm  # noqa: E402
+
 from tbd.errors import UsageError  # noqa: E402
 
 CPU = "/CPU:0"

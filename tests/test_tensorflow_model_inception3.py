@@ -1,7 +1,7 @@
 """Inception-v3 in TensorFlow (Keras 3): parameter count against PyTorch's, grid sizes, data, the aux loss, training.
 
 Runs only where tensorflow imports (its own venv, .venv-tensorflow):
-    PYTHONPATH=. .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_inception3.py
+    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_inception3.py
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
-
-from models.tensorflow import inception3  # noqa: E402
 from param_counts import inception3_counts  # noqa: E402
+from tbd.models.tensorflow import inception3  # noqa: E402
+
 from tbd.errors import UsageError  # noqa: E402
 
 CPU = "/CPU:0"

@@ -1,7 +1,7 @@
 """TensorFlow (Keras 3) Transformer base: parameter count against PyTorch's, masks, schedule, loss, one trace, training.
 
 Runs only where tensorflow imports (its own venv):
-    PYTHONPATH=. .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_transformer.py
+    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_transformer.py
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
+from tbd.models.tensorflow import transformer  # noqa: E402
+from tbd.models.tensorflow.transformer import BOS, EOS, PAD  # noqa: E402
 
-from models.tensorflow import transformer  # noqa: E402
-from models.tensorflow.transformer import BOS, EOS, PAD  # noqa: E402
 from tbd.errors import UsageError  # noqa: E402
 
 CPU = "/CPU:0"

@@ -1,7 +1,7 @@
 """TensorFlow (Keras 3) WGAN-GP: network sizes against PyTorch's, layer norm, gradient penalty, update schedule, data.
 
 Runs only where tensorflow imports (its own venv):
-    PYTHONPATH=. .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_wgan.py
+    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_wgan.py
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
+from tbd.models.tensorflow import wgan  # noqa: E402
 
-from models.tensorflow import wgan  # noqa: E402
 from tbd.errors import UsageError  # noqa: E402
 
 CPU = "/CPU:0"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tbd.analysis.memory_tensorflow import RECORDS_SCHEMA, memory_breakdown
+from tbd.profilers.kineto import read_trace_file
+from tbd.profilers.tensorflow_trace import TF_ZERO_FLOPS, base_type, trace_records
 
-from analysis.memory_tensorflow import RECORDS_SCHEMA, memory_breakdown
-from profilers.kineto import read_trace_file
-from profilers.tensorflow_trace import TF_ZERO_FLOPS, base_type, trace_records
 from tbd.errors import ResultFormatError, TraceFormatError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tensorflow_cpu_small.json.gz"
@@ -159,7 +159,7 @@ def test_memory_without_records_gives_reasons():
 
 
 def test_hook_module_imports_without_tensorflow():
-    from profilers import tensorflow as hook
+    from tbd.profilers import tensorflow as hook
 
     assert hook.is_out_of_memory(MemoryError())
     assert not hook.is_out_of_memory(ValueError("x"))
@@ -168,7 +168,7 @@ def test_hook_module_imports_without_tensorflow():
 
 def test_graph_shapes_of_a_tf_function():
     tf = pytest.importorskip("tensorflow")
-    from profilers.tensorflow import graph_shapes
+    from tbd.profilers.tensorflow import graph_shapes
 
     a, b = tf.ones((3, 5)), tf.ones((5, 7))
 
@@ -225,7 +225,7 @@ def test_every_op_of_the_lstm_fixture_has_flops(lstm):
 
 
 def test_the_hook_logs_shapes_for_every_mapped_op_type():
-    from profilers.tensorflow import _SHAPED_OPS
-    from profilers.tensorflow_trace import TF_TO_ATEN
+    from tbd.profilers.tensorflow import _SHAPED_OPS
+    from tbd.profilers.tensorflow_trace import TF_TO_ATEN
 
     assert set(TF_TO_ATEN) <= _SHAPED_OPS

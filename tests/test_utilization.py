@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
+from tbd.analysis import utilization
+from tbd.analysis.ranking import average_util_pct, group_kernels, low_util_kernels
 
-from analysis import utilization
-from analysis.ranking import average_util_pct, group_kernels, low_util_kernels
 from tbd.records import CpuSample, KernelTable, NvmlSample, OpTable, StepSpan, TraceRecords
 
 
@@ -96,7 +96,7 @@ def test_known_zero_flops_is_zero_util_without_a_precision():
 
 
 def test_a_window_shorter_than_ten_ticks_is_not_measured():
-    from analysis.assemble import cpu_util
+    from tbd.analysis.assemble import cpu_util
 
     short = CpuSample(busy_s=np.array([0.01, 0.0]), total_s=np.array([0.02, 0.02]), wall_ns=20_000_000, cores=2)
     v = cpu_util(short, "unused")
@@ -109,7 +109,7 @@ def test_real_counters_see_one_busy_thread():
     """One thread spinning for 0.6 s on this machine: formula (3) reads about 100 / cores percent."""
     import time as _time
 
-    from profilers.cpu import CpuWindow
+    from tbd.profilers.cpu import CpuWindow
 
     window = CpuWindow()
     window.start()
@@ -124,7 +124,7 @@ def test_real_counters_see_one_busy_thread():
 
 
 def test_one_busy_core_of_several_is_called_out_unless_threads_were_given():
-    from analysis.assemble import _one_core_note, cpu_util
+    from tbd.analysis.assemble import _one_core_note, cpu_util
 
     # 2 cores, 2 s window: one core busy 1.9 s, the other 0.3 s -> (1.9 + 0.3) / (2 x 2) = 55 %.
     one = CpuSample(busy_s=np.array([1.9, 0.3]), total_s=np.array([2.0, 2.0]), wall_ns=2_000_000_000, cores=2)

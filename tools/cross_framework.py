@@ -17,17 +17,15 @@ import argparse
 import datetime as dt
 import os
 import platform
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from tbd import registry  # noqa: E402
-from tbd.errors import TbdError  # noqa: E402
-from tbd.orchestrate import profile_run  # noqa: E402
-from tbd.profile import MEMORY_CATEGORIES, Profile  # noqa: E402
-from tbd.records import RunSpec  # noqa: E402
+from tbd import registry
+from tbd.errors import TbdError
+from tbd.orchestrate import profile_run
+from tbd.profile import MEMORY_CATEGORIES, Profile
+from tbd.records import RunSpec
 
 BATCHES = {"resnet50": 16, "seq2seq": 64}
 ITERATIONS, TRACE_ITERATIONS = 10, 2

@@ -15,15 +15,13 @@ import argparse
 import datetime as dt
 import json
 import platform
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from tbd.orchestrate import profile_run  # noqa: E402
-from tbd.profile import MEMORY_CATEGORIES, Profile  # noqa: E402
-from tbd.records import RunSpec  # noqa: E402
+from tbd.orchestrate import profile_run
+from tbd.profile import MEMORY_CATEGORIES, Profile
+from tbd.records import RunSpec
 
 THROUGHPUT_BATCHES = {"resnet50": (2, 8, 32), "seq2seq": (16, 32, 64)}
 MEMORY_RUNS = {"resnet50": 32, "seq2seq": 64, "transformer": 32}

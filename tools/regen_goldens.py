@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +21,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _load_goldens() -> dict:
     """The `GOLDENS` table (file name -> callable returning text) of tests/test_reports.py."""
-    sys.path.insert(0, str(ROOT))
     spec = importlib.util.spec_from_file_location("_tbd_test_reports", ROOT / "tests" / "test_reports.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

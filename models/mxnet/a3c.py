@@ -45,23 +45,22 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
+from tbd.models.atari_env import PaddleBallEnv
+from tbd.models.base import Workload
+from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args
+from tbd.models.specs import A3C_ACTIONS as ACTIONS
+from tbd.models.specs import A3C_ALPHA as ALPHA
+from tbd.models.specs import A3C_ENTROPY_BETA as ENTROPY_BETA
+from tbd.models.specs import A3C_EPS as EPS
+from tbd.models.specs import A3C_GAMMA as GAMMA
+from tbd.models.specs import A3C_LR as LR
+from tbd.models.specs import A3C_SIZES as SIZES
+from tbd.models.specs import A3C_STACK as STACK
+from tbd.models.specs import A3C_VALUE_COEF as VALUE_COEF
 
-from models.atari_env import PaddleBallEnv
-from models.base import Workload
-from models.numpy_synthetic import POOL_SIZE, check_build_args
 # What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
-from models.specs import (  # noqa: F401 - the module's public names
-    A3CArch as Arch,
-    A3C_ACTIONS as ACTIONS,
-    A3C_ALPHA as ALPHA,
-    A3C_ENTROPY_BETA as ENTROPY_BETA,
-    A3C_EPS as EPS,
-    A3C_GAMMA as GAMMA,
-    A3C_LR as LR,
-    A3C_SIZES as SIZES,
-    A3C_STACK as STACK,
-    A3C_VALUE_COEF as VALUE_COEF,
-)
+from tbd.models.specs import A3CArch as Arch  # noqa: F401 - the module's public names
+
 from tbd.errors import UsageError
 
 T_MAX = 5  # frames per environment per update (Mnih et al. 2016, Section 8: t_max = 5)

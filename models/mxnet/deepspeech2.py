@@ -42,11 +42,10 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn, rnn
-
-from models.base import Workload
-from models.numpy_speech import BINS, CLASSES, audio_seconds, output_frames, speech_batch
-from models.numpy_synthetic import POOL_SIZE, check_build_args
-from models.specs import DS2_SIZES
+from tbd.models.base import Workload
+from tbd.models.numpy_speech import BINS, CLASSES, audio_seconds, output_frames, speech_batch
+from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args
+from tbd.models.specs import DS2_SIZES
 
 CLIP = 20.0  # clipped ReLU ceiling (Amodei et al. 2016, §3.1)
 LR, MOMENTUM = 3e-4, 0.9  # deepspeech.cfg [optimizer]

@@ -47,11 +47,11 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
+from tbd.models import numpy_detection as det
+from tbd.models.base import Workload
+from tbd.models.numpy_detection import NUM_CLASSES, DetectorConfig
+from tbd.models.numpy_synthetic import POOL_SIZE
 
-from models import numpy_detection as det
-from models.base import Workload
-from models.numpy_detection import NUM_CLASSES, DetectorConfig
-from models.numpy_synthetic import POOL_SIZE
 from tbd.errors import UsageError
 
 _EXPANSION = 4  # bottleneck output channels / inner width

@@ -21,11 +21,11 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
+from tbd.models.base import Workload
+from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 
-from models.base import Workload
-from models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 # Sizes are framework-neutral: one copy in models/specs.py.
-from models.specs import RESNET_DEPTHS, RESNET_SIZES
+from tbd.models.specs import RESNET_DEPTHS, RESNET_SIZES
 
 DEPTHS = RESNET_DEPTHS["resnet50"]
 _SIZES = RESNET_SIZES["resnet50"]

@@ -31,11 +31,18 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn, rnn
-
-from models.base import Workload
-from models.numpy_synthetic import (BOS, EOS, FIRST_TOKEN, PAD, POOL_SIZE, batch_tokens,  # noqa: F401
-                                    check_build_args, sentence_pair_batch)
-from models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
+from tbd.models.base import Workload
+from tbd.models.numpy_synthetic import (  # noqa: F401
+    BOS,
+    EOS,
+    FIRST_TOKEN,
+    PAD,
+    POOL_SIZE,
+    batch_tokens,
+    check_build_args,
+    sentence_pair_batch,
+)
+from tbd.models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
 
 # Sizes and the init scale are framework-neutral: one copy in models/specs.py.
 INIT_SCALE, _SIZES = SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES

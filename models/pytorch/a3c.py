@@ -42,25 +42,24 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.multiprocessing as mp
+from tbd.models.atari_env import PaddleBallEnv
+from tbd.models.base import Workload
+from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args
+from tbd.models.specs import A3C_ACTIONS as ACTIONS
+from tbd.models.specs import A3C_ALPHA as ALPHA
+from tbd.models.specs import A3C_ENTROPY_BETA as ENTROPY_BETA
+from tbd.models.specs import A3C_EPS as EPS
+from tbd.models.specs import A3C_GAMMA as GAMMA
+from tbd.models.specs import A3C_LR as LR
+from tbd.models.specs import A3C_SIZES as SIZES
+from tbd.models.specs import A3C_STACK as STACK
+from tbd.models.specs import A3C_VALUE_COEF as VALUE_COEF
+
+# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
+from tbd.models.specs import A3CArch as Arch  # noqa: F401 - the module's public names
 from torch import nn
 from torch.nn import functional as F
 
-from models.atari_env import PaddleBallEnv
-from models.base import Workload
-from models.pytorch.synthetic import POOL_SIZE, check_build_args
-# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
-from models.specs import (  # noqa: F401 - the module's public names
-    A3CArch as Arch,
-    A3C_ACTIONS as ACTIONS,
-    A3C_ALPHA as ALPHA,
-    A3C_ENTROPY_BETA as ENTROPY_BETA,
-    A3C_EPS as EPS,
-    A3C_GAMMA as GAMMA,
-    A3C_LR as LR,
-    A3C_SIZES as SIZES,
-    A3C_STACK as STACK,
-    A3C_VALUE_COEF as VALUE_COEF,
-)
 from tbd.errors import UsageError, WorkloadError
 
 TEST_WORKERS = 2

@@ -43,12 +43,11 @@ import itertools
 import math
 
 import torch
+from tbd.models.base import Workload
+from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args
+from tbd.models.specs import DS2_SIZES, DS2Config, DS2ConvSpec
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
-
-from models.base import Workload
-from models.pytorch.synthetic import POOL_SIZE, check_build_args
-from models.specs import DS2_SIZES, DS2Config, DS2ConvSpec
 
 SAMPLE_RATE = 16_000  # LibriSpeech audio, Hz
 WINDOW = 320  # 20 ms spectrogram window, samples

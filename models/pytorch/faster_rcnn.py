@@ -47,14 +47,12 @@ import itertools
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from tbd.models.base import Workload
 
-from models.base import Workload
 # Sizes, thresholds and data constants are framework-neutral: one copy, shared with the MXNet and
 # TensorFlow ports (models/numpy_detection.py).
-from models.numpy_detection import (
+from tbd.models.numpy_detection import (
     ANCHOR_RATIOS,
-    FULL,
     HEAD_BOX_WEIGHTS,
     HEAD_FOREGROUND_FRACTION,
     HEAD_FOREGROUND_IOU,
@@ -68,17 +66,18 @@ from models.numpy_detection import (
     RPN_POSITIVE_IOU,
     RPN_SMOOTH_L1_BETA,
     STRIDE,
-    TEST,
     VOC_LANDSCAPE,
     VOC_LONG_SIDE,
     VOC_MAX_OBJECTS,
     VOC_SHORT_SIDES,
     DetectorConfig,
 )
-from models.numpy_detection import SIZES as _SIZES
-from models.pytorch import detection_ops as ops
-from models.pytorch.resnet50 import resnet
-from models.pytorch.synthetic import POOL_SIZE, check_build_args
+from tbd.models.numpy_detection import SIZES as _SIZES
+from tbd.models.pytorch import detection_ops as ops
+from tbd.models.pytorch.resnet50 import resnet
+from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args
+from torch import nn
+
 from tbd.errors import UsageError
 
 

@@ -36,20 +36,18 @@ import math
 from typing import Callable
 
 import torch
+from tbd.models.base import Workload
+from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, image_batch
+
+# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
+from tbd.models.specs import INCEPTION3_AUX_WEIGHT as AUX_WEIGHT  # noqa: F401 - the module's public names
+from tbd.models.specs import INCEPTION3_FULL_STAGES as FULL_STAGES
+from tbd.models.specs import INCEPTION3_LABEL_SMOOTHING as LABEL_SMOOTHING
+from tbd.models.specs import INCEPTION3_SIZES as _SIZES
 from torch import nn
 from torch.nn import functional as F
 
-from models.base import Workload
-from models.pytorch.synthetic import POOL_SIZE, check_build_args, image_batch
-# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
-from models.specs import (  # noqa: F401 - the module's public names
-    INCEPTION3_AUX_WEIGHT as AUX_WEIGHT,
-    INCEPTION3_FULL_STAGES as FULL_STAGES,
-    INCEPTION3_LABEL_SMOOTHING as LABEL_SMOOTHING,
-    INCEPTION3_SIZES as _SIZES,
-)
 from tbd.errors import UsageError
-
 
 Scale = Callable[[int], int]
 

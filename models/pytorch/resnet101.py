@@ -6,8 +6,8 @@ stride on the 3x3 convolution, as torchvision's resnet101. See models/pytorch/re
 
 from __future__ import annotations
 
-from models.base import Workload
-from models.pytorch.resnet50 import POOL_SIZE, build_variant
+from tbd.models.base import Workload
+from tbd.models.pytorch.resnet50 import POOL_SIZE, build_variant
 
 
 def build(batch: int, device, size: str = "full", seed: int = 0, *, pool_size: int = POOL_SIZE) -> Workload:

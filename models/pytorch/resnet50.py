@@ -13,12 +13,11 @@ import itertools
 import math
 
 import torch
+from tbd.models.base import Workload
+from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, image_batch
+from tbd.models.specs import RESNET_DEPTHS as DEPTHS  # noqa: F401 - public name (faster_rcnn, tests)
+from tbd.models.specs import RESNET_SIZES as _SIZES
 from torch import nn
-
-from models.base import Workload
-from models.pytorch.synthetic import POOL_SIZE, check_build_args, image_batch
-from models.specs import RESNET_DEPTHS as DEPTHS  # noqa: F401 - public name (faster_rcnn, tests)
-from models.specs import RESNET_SIZES as _SIZES
 
 _EXPANSION = 4  # bottleneck output channels / inner width
 

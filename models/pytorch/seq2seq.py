@@ -24,12 +24,11 @@ from __future__ import annotations
 import itertools
 
 import torch
+from tbd.models.base import Workload
+from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
+from tbd.models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-
-from models.base import Workload
-from models.pytorch.synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
-from models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
 
 #: Special token ids; regular tokens are FIRST_TOKEN..vocab-1.
 PAD, BOS, EOS = 0, 1, 2

@@ -33,12 +33,17 @@ import math
 
 import torch
 import torch.nn.functional as F
+from tbd.models.base import Workload
+from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
+from tbd.models.specs import (
+    TRANSFORMER_ADAM_BETAS,
+    TRANSFORMER_ADAM_EPS,
+    TRANSFORMER_DROPOUT,
+    TRANSFORMER_LABEL_SMOOTHING,
+    TRANSFORMER_MAX_POSITIONS,
+    TRANSFORMER_SIZES,
+)
 from torch import nn
-
-from models.base import Workload
-from models.pytorch.synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
-from models.specs import (TRANSFORMER_ADAM_BETAS, TRANSFORMER_ADAM_EPS, TRANSFORMER_DROPOUT,
-                          TRANSFORMER_LABEL_SMOOTHING, TRANSFORMER_MAX_POSITIONS, TRANSFORMER_SIZES)
 
 #: Special token ids; regular tokens are FIRST_TOKEN..vocab-1.
 PAD, BOS, EOS = 0, 1, 2

@@ -40,21 +40,18 @@ import itertools
 import math
 
 import torch
+from tbd.models.base import Workload
+from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args
+
+# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
+from tbd.models.specs import IMAGENET_MEAN, IMAGENET_STD  # noqa: F401 - the module's public names
+from tbd.models.specs import WGAN_BETAS as BETAS
+from tbd.models.specs import WGAN_BLOCKS as _BLOCKS
+from tbd.models.specs import WGAN_GP_WEIGHT as GP_WEIGHT
+from tbd.models.specs import WGAN_LEARNING_RATE as LEARNING_RATE
+from tbd.models.specs import WGAN_SIZES as _SIZES
 from torch import nn
 from torch.nn import functional as F
-
-from models.base import Workload
-from models.pytorch.synthetic import POOL_SIZE, check_build_args
-# What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
-from models.specs import (  # noqa: F401 - the module's public names
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    WGAN_BETAS as BETAS,
-    WGAN_BLOCKS as _BLOCKS,
-    WGAN_GP_WEIGHT as GP_WEIGHT,
-    WGAN_LEARNING_RATE as LEARNING_RATE,
-    WGAN_SIZES as _SIZES,
-)
 
 
 class _Conv(nn.Conv2d):

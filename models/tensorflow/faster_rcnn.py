@@ -44,10 +44,9 @@ import itertools
 import keras
 import numpy as np
 import tensorflow as tf
-
-from models import numpy_detection as nd
-from models.base import Workload
-from models.numpy_synthetic import POOL_SIZE
+from tbd.models import numpy_detection as nd
+from tbd.models.base import Workload
+from tbd.models.numpy_synthetic import POOL_SIZE
 
 _EXPANSION = 4  # bottleneck output channels / inner width
 

@@ -39,18 +39,17 @@ import math
 import keras
 import numpy as np
 import tensorflow as tf
+from tbd.models.base import Workload
+from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 
-from models.base import Workload
-from models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 # What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
-from models.specs import (  # noqa: F401 - the module's public names
-    INCEPTION3_AUX_FC_STD as _AUX_FC_STD,
-    INCEPTION3_AUX_WEIGHT as AUX_WEIGHT,
-    INCEPTION3_FULL_STAGES as FULL_STAGES,
-    INCEPTION3_INIT_STD as _STD,
-    INCEPTION3_LABEL_SMOOTHING as LABEL_SMOOTHING,
-    INCEPTION3_SIZES as _SIZES,
-)
+from tbd.models.specs import INCEPTION3_AUX_FC_STD as _AUX_FC_STD  # noqa: F401 - the module's public names
+from tbd.models.specs import INCEPTION3_AUX_WEIGHT as AUX_WEIGHT
+from tbd.models.specs import INCEPTION3_FULL_STAGES as FULL_STAGES
+from tbd.models.specs import INCEPTION3_INIT_STD as _STD
+from tbd.models.specs import INCEPTION3_LABEL_SMOOTHING as LABEL_SMOOTHING
+from tbd.models.specs import INCEPTION3_SIZES as _SIZES
+
 from tbd.errors import UsageError
 
 

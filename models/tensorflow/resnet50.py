@@ -31,11 +31,11 @@ import math
 import keras
 import numpy as np
 import tensorflow as tf
+from tbd.models.base import Workload
+from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 
-from models.base import Workload
-from models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 # Sizes are framework-neutral: one copy in models/specs.py.
-from models.specs import RESNET_DEPTHS, RESNET_SIZES
+from tbd.models.specs import RESNET_DEPTHS, RESNET_SIZES
 
 DEPTHS = RESNET_DEPTHS["resnet50"]
 _SIZES = RESNET_SIZES["resnet50"]

@@ -34,11 +34,18 @@ import itertools
 import keras
 import numpy as np
 import tensorflow as tf
-
-from models.base import Workload
-from models.numpy_synthetic import (BOS, EOS, FIRST_TOKEN, PAD, POOL_SIZE, batch_tokens,  # noqa: F401
-                                    check_build_args, sentence_pair_batch)
-from models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
+from tbd.models.base import Workload
+from tbd.models.numpy_synthetic import (  # noqa: F401
+    BOS,
+    EOS,
+    FIRST_TOKEN,
+    PAD,
+    POOL_SIZE,
+    batch_tokens,
+    check_build_args,
+    sentence_pair_batch,
+)
+from tbd.models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
 
 # Sizes and the init scale are framework-neutral: one copy in models/specs.py.
 INIT_SCALE, _SIZES = SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES

@@ -44,12 +44,25 @@ import math
 import keras
 import numpy as np
 import tensorflow as tf
-
-from models.base import Workload
-from models.numpy_synthetic import (BOS, EOS, FIRST_TOKEN, PAD, POOL_SIZE, batch_tokens,  # noqa: F401
-                                    check_build_args, sentence_pair_batch)
-from models.specs import (TRANSFORMER_ADAM_BETAS, TRANSFORMER_ADAM_EPS, TRANSFORMER_DROPOUT,
-                          TRANSFORMER_LABEL_SMOOTHING, TRANSFORMER_MAX_POSITIONS, TRANSFORMER_SIZES)
+from tbd.models.base import Workload
+from tbd.models.numpy_synthetic import (  # noqa: F401
+    BOS,
+    EOS,
+    FIRST_TOKEN,
+    PAD,
+    POOL_SIZE,
+    batch_tokens,
+    check_build_args,
+    sentence_pair_batch,
+)
+from tbd.models.specs import (
+    TRANSFORMER_ADAM_BETAS,
+    TRANSFORMER_ADAM_EPS,
+    TRANSFORMER_DROPOUT,
+    TRANSFORMER_LABEL_SMOOTHING,
+    TRANSFORMER_MAX_POSITIONS,
+    TRANSFORMER_SIZES,
+)
 
 # Sizes and hyper-parameters are framework-neutral: one copy in models/specs.py.
 MAX_POSITIONS, _SIZES = TRANSFORMER_MAX_POSITIONS, TRANSFORMER_SIZES

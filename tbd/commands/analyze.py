@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from reports.terminal import render_profile
 from tbd import rundir
 from tbd.collect import profile_from_trace
 from tbd.commands.common import terminal_width, write
 from tbd.errors import UsageError
+from tbd.reports.terminal import render_profile
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

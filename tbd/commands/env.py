@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from reports.env import render_env
 from tbd import frameworks, registry
 from tbd.commands.common import terminal_width, write
 from tbd.errors import FrameworkMissingError
+from tbd.reports.env import render_env
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from reports.terminal import render_kernels
 from tbd.collect import load_profile
 from tbd.commands.common import terminal_width, write
+from tbd.reports.terminal import render_kernels
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

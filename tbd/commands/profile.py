@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from reports.progress import StageProgress
-from reports.terminal import render_profile
 from tbd import frameworks, registry, rundir
 from tbd.commands.common import stderr_console, terminal_width, write
 from tbd.errors import UsageError
 from tbd.orchestrate import profile_run
 from tbd.records import RunSpec
+from tbd.reports.progress import StageProgress
+from tbd.reports.terminal import render_profile
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

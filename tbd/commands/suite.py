@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 
-from reports.suite import render_suite
 from tbd import frameworks, registry
 from tbd.commands.common import terminal_width, write
 from tbd.errors import FrameworkMissingError
+from tbd.reports.suite import render_suite
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
