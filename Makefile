@@ -48,16 +48,16 @@ profile: setup
 	$(BIN)/tbd profile $(MODEL) --framework pytorch $(ARGS)
 
 # The main suite runs in .venv (the children of MXNet and TensorFlow runs use their own venvs); the
-# tests that import mxnet or tensorflow themselves run again inside those venvs.
-MXNET_TESTS := tests/test_models_mxnet.py tests/test_memory_mxnet.py tests/test_mxnet_trace.py \
-	$(wildcard tests/test_mxnet_model_*.py)
-TENSORFLOW_TESTS := tests/test_models_tensorflow.py tests/test_tensorflow_trace.py \
-	$(wildcard tests/test_tensorflow_model_*.py)
+# tests that import mxnet or tensorflow themselves run again inside those venvs. tests/conftest.py
+# marks tests by folder: `make test PYTEST_ARGS='-m "not e2e"'` runs the fast part.
+PYTEST_ARGS ?=
+MXNET_TESTS := tests/models/mxnet tests/readers/test_mxnet_trace.py tests/unit/test_memory_mxnet.py
+TENSORFLOW_TESTS := tests/models/tensorflow tests/readers/test_tensorflow_trace.py
 
 test: setup
-	$(BIN)/python -m pytest -q tests
-	.venv-mxnet/bin/python -m pytest -q $(MXNET_TESTS)
-	.venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider $(TENSORFLOW_TESTS)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS) tests
+	.venv-mxnet/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(MXNET_TESTS)
+	.venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(TENSORFLOW_TESTS)
 
 clean:
 	rm -rf $(VENV) .venv-mxnet .venv-tensorflow *.egg-info

@@ -34,6 +34,14 @@ GEMM = "raw/gemm.json"
 STATUS = "raw/status.json"
 MXNET_SHAPES = "raw/mxnet_shapes.json"  # operand shapes MXNet's profiler does not record
 
+# The schema string each raw record carries: written by a hook (profilers/), checked by the code
+# that reads it (profilers/ readers, analysis/). One copy here, so the two never drift apart.
+PYTORCH_MEMORY_SCHEMA = "tbd.memory_records/1"  # raw/memory.json of a PyTorch run
+MXNET_MEMORY_SCHEMA = "tbd.mxnet_memory_records/1"  # raw/memory.json of an MXNet run
+TENSORFLOW_MEMORY_SCHEMA = "tbd.tensorflow_memory_records/1"  # raw/memory.json of a TensorFlow run
+MXNET_SHAPES_SCHEMA = "tbd.mxnet_shapes/1"  # raw/mxnet_shapes.json
+TENSORFLOW_TRACE_SCHEMA = "tbd.tensorflow_trace/1"  # trace.json.gz of a TensorFlow run (XSpace as Chrome JSON)
+
 
 def default_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
     """runs/<model>-<framework>-<device>-b<batch>-<YYYYmmdd-HHMMSS>: sortable and self-describing."""

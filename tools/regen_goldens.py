@@ -5,7 +5,7 @@ Usage, from the repository root:
     .venv/bin/python tools/regen_goldens.py          # rewrite every golden, list what changed
     .venv/bin/python tools/regen_goldens.py --check  # exit 1 if any golden is out of date
 
-The Profiles and the calls that render them live in tests/test_reports.py (`GOLDENS`), so the
+The Profiles and the calls that render them live in tests/unit/test_reports.py (`GOLDENS`), so the
 test and this script can never disagree about inputs. Goldens are reviewed like code: read each
 rewritten file (`git diff tests/golden`) before committing it.
 """
@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _load_goldens() -> dict:
-    """The `GOLDENS` table (file name -> callable returning text) of tests/test_reports.py."""
-    spec = importlib.util.spec_from_file_location("_tbd_test_reports", ROOT / "tests" / "test_reports.py")
+    """The `GOLDENS` table (file name -> callable returning text) of tests/unit/test_reports.py."""
+    spec = importlib.util.spec_from_file_location("_tbd_test_reports", ROOT / "tests" / "unit" / "test_reports.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.GOLDENS

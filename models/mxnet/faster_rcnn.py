@@ -25,7 +25,7 @@ MXNet-specific choices, each for a reason:
 - detection ops are MXNet's own: contrib.box_iou, contrib.box_nms (greedy NMS on the pre_nms
   best proposals; scores are the sigmoid objectness, as the reference's softmax probability)
   and contrib.ROIAlign(sample_ratio=2, aligned=True), which match detection_ops on the same
-  examples (tests/test_mxnet_model_faster_rcnn.py);
+  examples (tests/models/mxnet/test_mxnet_faster_rcnn.py);
 - frozen BatchNorm is nn.BatchNorm(use_global_stats=True) with gamma/beta grad_req 'null' (the
   reference's setting); its statistics are set once at build from one forward pass of a
   synthetic image, each BN taking its own input's mean and (biased) variance, as in PyTorch;

@@ -5,7 +5,7 @@ Mnih et al., "Asynchronous Methods for Deep Reinforcement Learning", ICML 2016 (
   et al., NIPS 2013 workshop, "Playing Atari with Deep Reinforcement Learning"): input 4 stacked
   84x84 grey frames; conv 16 filters 8x8 stride 4, ReLU; conv 32 filters 4x4 stride 2, ReLU; fully
   connected 256, ReLU; a softmax policy (one output per action) and a linear value output.
-  677,943 parameters for Pong's 6 actions (written out term by term in tests/test_model_a3c.py).
+  677,943 parameters for Pong's 6 actions (written out term by term in tests/models/pytorch/test_pytorch_a3c.py).
 - Algorithm S3 (supplementary): each actor-learner syncs its own copy of the parameters from the
   shared ones, acts for t_max steps (or to the episode's end), computes n-step returns
   R = r_i + gamma R bootstrapped from V(s_t_max), accumulates the gradients of the policy loss

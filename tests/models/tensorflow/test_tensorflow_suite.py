@@ -1,7 +1,7 @@
 """TensorFlow (Keras 3) suite workloads: parameter counts against PyTorch's, a learning step, synthetic data.
 
 Runs only where tensorflow imports (its own venv, .venv-tensorflow):
-    .venv-tensorflow/bin/python -m pytest -q tests/test_models_tensorflow.py
+    .venv-tensorflow/bin/python -m pytest -q tests/models/tensorflow/test_tensorflow_suite.py
 """
 
 from __future__ import annotations

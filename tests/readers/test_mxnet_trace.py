@@ -9,16 +9,16 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from tbd.profilers.kineto import read_trace_file
 from tbd.profilers.mxnet_trace import MXNET_ZERO_FLOPS, SHAPES_SCHEMA, trace_records
+from testpaths import FIXTURES
 
 from tbd.errors import TraceFormatError
 
-FIXTURE = Path(__file__).parent / "fixtures" / "mxnet_cpu_small.json.gz"
+FIXTURE = FIXTURES / "mxnet_cpu_small.json.gz"
 US = 1000  # ns per µs: MXNet writes integer microseconds
 
 # The hook's shape log for this recording (raw/mxnet_shapes.json, steps 1 and 2 are the same net):
@@ -234,8 +234,8 @@ def test_malformed_rnn_call_raises():
 # (static_alloc) whose graph the hook logs operator by operator, SGD momentum 0.9 with wd (fixtures
 # README): x [2, 3, 8, 8] -> conv 3x3 (4, no bias) -> BatchNorm -> relu, + conv 1x1 (4) of x,
 # max pool 2 -> global average pool -> Dense(10) -> softmax cross-entropy, all in one graph.
-HYBRID = Path(__file__).parent / "fixtures" / "mxnet_cpu_hybrid.json.gz"
-HYBRID_SHAPES = Path(__file__).parent / "fixtures" / "mxnet_cpu_hybrid_shapes.json"
+HYBRID = FIXTURES / "mxnet_cpu_hybrid.json.gz"
+HYBRID_SHAPES = FIXTURES / "mxnet_cpu_hybrid_shapes.json"
 
 
 @pytest.fixture(scope="module")

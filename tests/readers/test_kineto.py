@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tbd.profilers.kineto import read_trace_file, trace_records
+from testpaths import FIXTURES
 
 from tbd.errors import TraceFormatError
 from tbd.records import StepSpan
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = FIXTURES
 CUDA = FIXTURES / "kineto_cuda_synthetic.json"
 CPU = FIXTURES / "kineto_cpu_small.json.gz"
 PEAK = 1e12  # FLOP/s, the README's stated peak for every precision

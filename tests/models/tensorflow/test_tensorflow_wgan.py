@@ -1,7 +1,7 @@
 """TensorFlow (Keras 3) WGAN-GP: network sizes against PyTorch's, layer norm, gradient penalty, update schedule, data.
 
 Runs only where tensorflow imports (its own venv):
-    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_wgan.py
+    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/models/tensorflow/test_tensorflow_wgan.py
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _layers(model: keras.Model, kind: type) -> list:
 
 
 # --- Architecture --------------------------------------------------------------------------
-# Closed forms from gan_64x64.py and tflib, as in tests/test_model_wgan.py: a k x k conv i -> o has
+# Closed forms from gan_64x64.py and tflib, as in tests/models/pytorch/test_pytorch_wgan.py: a k x k conv i -> o has
 # k*k*i*o weights (+ o biases unless biases=False); BatchNorm and tflib's Layernorm each train a
 # per-channel scale and offset (2 * channels); Dense i -> o has i*o + o.
 
@@ -50,7 +50,7 @@ def test_generator_parameter_count_closed_form_equals_pytorch():
     blocks = _up_block(8 * d, 8 * d) + _up_block(8 * d, 4 * d) + _up_block(4 * d, 2 * d) + _up_block(2 * d, d)
     output = 2 * d + (9 * d * 3 + 3)  # out BatchNorm, 3x3 conv to RGB
     expected = linear + blocks + output
-    assert expected == 8_540_483  # models/pytorch/wgan.py Generator (tests/test_model_wgan.py)
+    assert expected == 8_540_483  # models/pytorch/wgan.py Generator (tests/models/pytorch/test_pytorch_wgan.py)
     gen = wgan.generator(DIM, 64, NOISE)
     assert _count(gen.trainable_weights) == expected
     # Keras keeps BatchNorm's moving mean and variance as variables (PyTorch's running-stat buffers).
@@ -65,7 +65,7 @@ def test_critic_parameter_count_closed_form_equals_pytorch():
     blocks = _down_block(d, 2 * d) + _down_block(2 * d, 4 * d) + _down_block(4 * d, 8 * d) + _down_block(8 * d, 8 * d)
     output = 4 * 4 * 8 * d + 1  # Dense(4*4*8*DIM, 1)
     expected = first + blocks + output
-    assert expected == 7_491_841  # models/pytorch/wgan.py Critic (tests/test_model_wgan.py)
+    assert expected == 7_491_841  # models/pytorch/wgan.py Critic (tests/models/pytorch/test_pytorch_wgan.py)
     critic = wgan.critic(DIM, 64)
     assert _count(critic.trainable_weights) == expected and critic.non_trainable_weights == []
     assert critic.output_shape == (None,)

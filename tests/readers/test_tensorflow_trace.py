@@ -10,17 +10,17 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from tbd.analysis.memory_tensorflow import RECORDS_SCHEMA, memory_breakdown
 from tbd.profilers.kineto import read_trace_file
 from tbd.profilers.tensorflow_trace import TF_ZERO_FLOPS, base_type, trace_records
+from testpaths import FIXTURES
 
 from tbd.errors import ResultFormatError, TraceFormatError
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tensorflow_cpu_small.json.gz"
+FIXTURE = FIXTURES / "tensorflow_cpu_small.json.gz"
 PS = 1000  # ps per ns
 
 
@@ -186,7 +186,7 @@ def test_graph_shapes_of_a_tf_function():
 
 # --- tests/fixtures/tensorflow_cpu_lstm.json.gz: a Keras LSTM (a while loop on the CPU), Dense,
 # sparse softmax cross-entropy and Adam (fixtures README). Batch 2, 5 steps of 3 features, 4 units.
-LSTM_FIXTURE = Path(__file__).parent / "fixtures" / "tensorflow_cpu_lstm.json.gz"
+LSTM_FIXTURE = FIXTURES / "tensorflow_cpu_lstm.json.gz"
 CELL = "functional_1/lstm_1/while/lstm_cell_1/"
 
 

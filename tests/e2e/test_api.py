@@ -2,14 +2,14 @@
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import torch
+from testpaths import ROOT
 
 import tbd
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = ROOT / "README.md"
 
 
 def test_readme_example_runs(tmp_path, monkeypatch):

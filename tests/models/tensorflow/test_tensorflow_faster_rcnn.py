@@ -1,7 +1,7 @@
 """TensorFlow (Keras 3) Faster R-CNN: parameter counts against PyTorch's, detection ops on hand examples, training.
 
 Runs only where tensorflow imports (its own venv, .venv-tensorflow):
-    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_faster_rcnn.py
+    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/models/tensorflow/test_tensorflow_faster_rcnn.py
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_full_parameter_counts_closed_form_and_pytorch():
     rpn = (1024 * 512 * 3 * 3 + 512) + (512 * anchors + anchors) + (512 * 4 * anchors + 4 * anchors)
     head = (2048 * 21 + 21) + (2048 * 4 * 21 + 4 * 21)  # cls_score, bbox_pred (per class)
     pytorch_definition = convs + 2 * bn_channels + rpn + head  # nn.Parameters, trainable or frozen
-    # PyTorch's _count(model.parameters()), tests/test_model_faster_rcnn.py / models/pytorch/faster_rcnn.py.
+    # PyTorch's _count(model.parameters()), tests/models/pytorch/test_pytorch_faster_rcnn.py / models/pytorch/faster_rcnn.py.
     assert pytorch_definition == 47_457_494
     moving = [v for v in model.non_trainable_weights if "moving_" in v.path]
     assert _count(moving) == 2 * bn_channels  # PyTorch's running_mean/running_var buffers

@@ -1,7 +1,7 @@
 """Inception-v3 in MXNet Gluon: parameter count against PyTorch's, grid sizes, data, the aux loss, training.
 
 Runs only where mxnet imports (its own venv, .venv-mxnet):
-    .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_inception3.py
+    .venv-mxnet/bin/python -m pytest -q tests/models/mxnet/test_mxnet_inception3.py
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tbd.models.mxnet import inception3  # noqa: E402
 
 from tbd.errors import UsageError  # noqa: E402
 
-# models/pytorch/inception3.py (tests/test_model_inception3.py): torchvision's documented count for
+# models/pytorch/inception3.py (tests/models/pytorch/test_pytorch_inception3.py): torchvision's documented count for
 # inception_v3 with the auxiliary classifier and 1000 classes.
 PYTORCH_PARAMS = 27_161_264
 SIDE, CLASSES = 299, 1000

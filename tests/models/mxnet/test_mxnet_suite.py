@@ -1,7 +1,7 @@
 """MXNet Gluon suite workloads: parameter counts against PyTorch's, a learning step, synthetic data.
 
 Runs only where mxnet imports (its own venv, .venv-mxnet: MXNet 1.9.1 needs numpy < 1.24):
-    .venv-mxnet/bin/python -m pytest -q tests/test_models_mxnet.py
+    .venv-mxnet/bin/python -m pytest -q tests/models/mxnet/test_mxnet_suite.py
 """
 
 from __future__ import annotations

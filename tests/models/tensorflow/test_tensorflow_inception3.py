@@ -1,7 +1,7 @@
 """Inception-v3 in TensorFlow (Keras 3): parameter count against PyTorch's, grid sizes, data, the aux loss, training.
 
 Runs only where tensorflow imports (its own venv, .venv-tensorflow):
-    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_inception3.py
+    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/models/tensorflow/test_tensorflow_inception3.py
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tbd.models.tensorflow import inception3  # noqa: E402
 from tbd.errors import UsageError  # noqa: E402
 
 CPU = "/CPU:0"
-# models/pytorch/inception3.py (tests/test_model_inception3.py): torchvision's documented count for
+# models/pytorch/inception3.py (tests/models/pytorch/test_pytorch_inception3.py): torchvision's documented count for
 # inception_v3 with the auxiliary classifier and 1000 classes.
 PYTORCH_PARAMS = 27_161_264
 SIDE, CLASSES = 299, 1000

@@ -1,7 +1,7 @@
 """TensorFlow (Keras 3) Transformer base: parameter count against PyTorch's, masks, schedule, loss, one trace, training.
 
 Runs only where tensorflow imports (its own venv):
-    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/test_tensorflow_model_transformer.py
+    .venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider tests/models/tensorflow/test_tensorflow_transformer.py
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_full_parameter_count_closed_form_equals_pytorch():
     encoder_layer = attention + ffn + 2 * layer_norm
     decoder_layer = 2 * attention + ffn + 3 * layer_norm  # masked self-attention + encoder-decoder attention
     expected = embedding + LAYERS * encoder_layer + LAYERS * decoder_layer
-    pytorch = 63_082_496  # models/pytorch/transformer.py (tests/test_model_transformer.py)
+    pytorch = 63_082_496  # models/pytorch/transformer.py (tests/models/pytorch/test_pytorch_transformer.py)
     assert expected == pytorch
     with tf.device(CPU):
         model = transformer.Transformer(VOCAB, D, HEADS, D_FF, LAYERS, LAYERS)

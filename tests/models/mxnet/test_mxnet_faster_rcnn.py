@@ -1,7 +1,7 @@
 """MXNet Gluon Faster R-CNN: parameter counts against PyTorch's, detection pieces on hand examples, training.
 
 Runs only where mxnet imports (its own venv):
-    .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_faster_rcnn.py
+    .venv-mxnet/bin/python -m pytest -q tests/models/mxnet/test_mxnet_faster_rcnn.py
 Also covers models/numpy_detection.py (synthetic VOC images, anchor grid), shared with TensorFlow.
 """
 
@@ -24,7 +24,7 @@ from tbd.errors import UsageError  # noqa: E402
 
 nd = mx.nd
 
-#: models/pytorch/faster_rcnn.py FULL: every parameter (tests/test_model_faster_rcnn.py
+#: models/pytorch/faster_rcnn.py FULL: every parameter (tests/models/pytorch/test_pytorch_faster_rcnn.py
 #: test_full_parameter_count_closed_form compares model.parameters(), frozen ones included).
 PYTORCH_PARAMETERS = 47_457_494
 
@@ -119,7 +119,7 @@ def test_box_iou_hand_values():
 
 
 def test_roi_align_as_the_graph_calls_it_hand_values():
-    # f(y, x) = 2y + x + 1 on a 2x2 map (as tests/test_model_faster_rcnn.py): aligned RoI [0.5, 1.5]
+    # f(y, x) = 2y + x + 1 on a 2x2 map (as tests/models/pytorch/test_pytorch_faster_rcnn.py): aligned RoI [0.5, 1.5]
     # shifts to [0, 1]; 2x2 bins, samples at 1/8 and 3/8 of a cell, so bin means are 0.25 and 0.75.
     features = nd.array([[[[1.0, 2.0], [3.0, 4.0]]]])
     out = nd.contrib.ROIAlign(features, nd.array([[0, 8.0, 8, 24, 24]]), pooled_size=(2, 2),

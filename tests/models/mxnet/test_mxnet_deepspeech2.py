@@ -1,6 +1,6 @@
 """MXNet Deep Speech 2: parameter count by closed form, LibriSpeech-shaped numpy data, CTC labels, a step that trains.
 
-    .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_deepspeech2.py
+    .venv-mxnet/bin/python -m pytest -q tests/models/mxnet/test_mxnet_deepspeech2.py
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tbd.models.mxnet import deepspeech2 as ds  # noqa: E402
 
 from tbd.errors import UsageError  # noqa: E402
 
-PYTORCH_PARAMS = 180_987_293  # models/pytorch/deepspeech2.py (tests/test_model_deepspeech2.py closed form)
+PYTORCH_PARAMS = 180_987_293  # models/pytorch/deepspeech2.py (tests/models/pytorch/test_pytorch_deepspeech2.py closed form)
 
 
 def _trainable(block) -> int:

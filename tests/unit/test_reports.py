@@ -16,7 +16,7 @@ from tbd.reports.terminal import fmt_bytes, fmt_flops, render_profile
 from tbd.errors import UsageError
 from tbd.profile import COMPLETE, PARTIAL, FlopUtil, Iterations, KernelRow, Memory, Metrics, Profile, Throughput, Value
 
-GOLDEN_DIR = Path(__file__).parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden"  # tools/regen_goldens.py loads this file alone
 MiB = 1 << 20
 GiB = 1 << 30
 

@@ -1,6 +1,6 @@
 """MXNet A3C: network size by closed form, batched environments, returns, loss, RMSProp and a learning update.
 
-    .venv-mxnet/bin/python -m pytest -q tests/test_mxnet_model_a3c.py
+    .venv-mxnet/bin/python -m pytest -q tests/models/mxnet/test_mxnet_a3c.py
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tbd.models.mxnet import a3c  # noqa: E402
 
 from tbd.errors import UsageError  # noqa: E402
 
-PYTORCH_PARAMS = 677_943  # models/pytorch/a3c.py (tests/test_model_a3c.py closed form)
+PYTORCH_PARAMS = 677_943  # models/pytorch/a3c.py (tests/models/pytorch/test_pytorch_a3c.py closed form)
 
 
 def _trainable(block) -> int:

@@ -6,14 +6,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from tbd.models.pytorch import resnet50
+from testpaths import ROOT
 
 from tbd.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
 WARMUP, ITERS, TRACE, BATCH = 2, 5, 2, 4
 
 
@@ -68,7 +67,7 @@ def test_cpu_and_flop_utilization_in_range(profile):
     m = profile["metrics"]
     cpu = m["cpu_util_pct"]
     # a 5-iteration test-size window is shorter than the counters' 10 ticks: null with that reason
-    # (tests/test_utilization.py measures a real busy thread)
+    # (tests/unit/test_utilization.py measures a real busy thread)
     assert (cpu["value"] is None and "ticks" in cpu["reason"]) or 0 < cpu["value"] <= 100
     fu = m["flop_util_pct"]
     assert fu["source"] == "analytic" and 0 < fu["value"] < 100

@@ -7,13 +7,13 @@ FLOPs come from the real formula table (analysis/flops.py).
 """
 
 import json
-from pathlib import Path
 
 import pytest
+from testpaths import FIXTURES
 
 from tbd.cli import main
 
-FIXTURE = Path(__file__).parent / "fixtures" / "kineto_cuda_synthetic.json"
+FIXTURE = FIXTURES / "kineto_cuda_synthetic.json"
 P32 = 108 * 1.41e9 * 128
 PTF32 = 108 * 1.41e9 * 1024
 US = 1e-6
