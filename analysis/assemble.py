@@ -1,6 +1,6 @@
 """Assemble a `Profile` from raw records: every metric of DESIGN.md's contract, or null + reason.
 
-Pure: records in, a Profile out. The caller (tbd/collect.py) reads the run directory or a trace.
+Pure: records in, a Profile out. The caller reads the run directory or a trace.
 """
 
 from __future__ import annotations
@@ -10,34 +10,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from tbd.analysis import ranking, stability, utilization
-from tbd.analysis.peaks import PeakFlops
 
+from tbd.analysis import ranking, stability, utilization
+from tbd.analysis.peaks import PeakModel
 from tbd.profile import COMPLETE, FlopUtil, Iterations, KernelRow, Memory, Metrics, Profile, Throughput, Value
 from tbd.records import CpuSample, IterationLog, NvmlSample, TraceRecords
-
-
-@dataclass(frozen=True)
-class PeakModel:
-    """Peak FLOP/s per precision for the device that ran the kernels, and the measured ceiling."""
-
-    by_precision: dict[str, PeakFlops]
-    measured_ceiling_flops: float | None = None  # achieved FP32 GEMM FLOP/s on this device
-
-    def denominators(self) -> tuple[dict[str, float], str, str | None]:
-        """Peaks actually used per precision, the FP32 source and, if it fell back, why.
-
-        When the hardware model cannot give the FP32 peak (a VM hiding the CPU clock), the
-        measured GEMM ceiling is what remains; profile.json says so in `peak_source`.
-        """
-        used = {p: pk.value for p, pk in self.by_precision.items() if pk.value}
-        fp32 = self.by_precision.get("fp32")
-        if fp32 is not None and fp32.value:
-            return used, "hardware_model", None
-        if self.measured_ceiling_flops:
-            used["fp32"] = self.measured_ceiling_flops
-            return used, "measured_gemm", fp32.reason if fp32 else "no hardware model"
-        return used, "none", fp32.reason if fp32 else "no hardware model"
 
 
 @dataclass(frozen=True)
@@ -104,7 +81,7 @@ def cpu_util(cpu: CpuSample | None, reason: str) -> Value:
     return Value(utilization.cpu_util_pct(cpu))
 
 
-def _one_core_note(util: Value, cpu: CpuSample | None, spec: dict[str, Any]) -> list[str]:
+def one_core_note(util: Value, cpu: CpuSample | None, spec: dict[str, Any]) -> list[str]:
     """A note when the run kept about one of several cores busy and the framework chose its threads."""
     if cpu is None or util.value is None or cpu.cores < 2 or spec.get("threads"):
         return []
@@ -179,7 +156,7 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
         notes.extend(stability.trace_window_outliers(log.times_ns, log.timing_window, log.trace_window,
                                                      log.timing_window_ns))
     cpu_pct = cpu_util(cpu, reasons.get("cpu", "no timing window was completed"))
-    notes.extend(_one_core_note(cpu_pct, cpu, spec))
+    notes.extend(one_core_note(cpu_pct, cpu, spec))
     if trace is not None:
         notes.extend(trace.notes)
     metrics = Metrics(

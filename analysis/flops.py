@@ -23,7 +23,7 @@ Conventions (every formula below follows them):
   (batch-norm's rsqrt per channel, softmax's log per row, a loss's final divide) is O(1/elements)
   of the total and is left out, so every count is an integer multiple of an element count.
 * Pure data movement (copies, fills, views, concatenation, gathers, dtype casts) is 0 FLOPs with
-  a formula (a known zero, not an unknown), see ``flops_elementwise._ZERO_OPS``. Random-number generation
+  a formula (a known zero, not an unknown), see ``flops_elementwise.ZERO_OPS``. Random-number generation
   (bernoulli_, normal_, uniform_) has no formula: its arithmetic depends on the generator.
 * Ops whose tensor inputs are all integer or bool do integer arithmetic: 0 floating-point FLOPs.
 * A scalar argument that the trace did not record takes its schema default when it has one
@@ -43,10 +43,11 @@ Conventions (every formula below follows them):
 
 Names are exact Kineto names with their ``aten::`` prefix.
 
-Layout: this module holds the public API, the precision rule and the dispatch table; argument
-parsing lives in `analysis.flops_args`, the formulas in `analysis.flops_dense` (GEMM,
-convolution, attention), `analysis.flops_rnn` (RNN/LSTM/GRU) and `analysis.flops_elementwise`
-(elementwise, reductions, softmax, losses, normalization, pooling, data movement).
+Layout: this module holds the public API, the precision rule and the dispatch table; the op-call
+record `OpShapes` lives in `tbd.records`, argument parsing in `analysis.flops_args`, the formulas
+in `analysis.flops_dense` (GEMM, convolution, attention), `analysis.flops_rnn` (RNN/LSTM/GRU) and
+`analysis.flops_elementwise` (elementwise, reductions, softmax, losses, normalization, pooling,
+data movement).
 """
 
 from __future__ import annotations
@@ -54,36 +55,37 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from tbd.analysis.flops_args import OpShapes, _numel, _shape, _Unparseable
-from tbd.analysis.flops_dense import _batched_gemm, _convolution, _convolution_backward, _gemm, _mv, _sdpa
+from tbd.analysis.flops_args import Unparseable, input_shape, numel
+from tbd.analysis.flops_dense import batched_gemm, convolution, convolution_backward, gemm, mv, sdpa
 from tbd.analysis.flops_elementwise import (
-    _ELEMENTWISE,
-    _FOREACH,
-    _INPLACE_ELEMENTWISE,
-    _ZERO_OPS,
-    _adaptive_avg_pool,
-    _avg_pool,
-    _avg_pool_backward,
-    _bn_backward,
-    _bn_forward,
-    _bn_legit,
-    _cudnn_bn_backward,
-    _elementwise,
-    _foreach,
-    _layer_norm,
-    _layer_norm_backward,
-    _max_pool,
-    _mean,
-    _mse,
-    _mse_backward,
-    _nll_backward,
-    _nll_forward,
-    _per_element,
-    _roi_align,
-    _roi_align_backward,
-    _sum,
+    ELEMENTWISE,
+    FOREACH,
+    INPLACE_ELEMENTWISE,
+    ZERO_OPS,
+    adaptive_avg_pool,
+    avg_pool,
+    avg_pool_backward,
+    batch_norm_backward,
+    batch_norm_forward,
+    batch_norm_legit,
+    cudnn_batch_norm_backward,
+    elementwise,
+    foreach,
+    layer_norm,
+    layer_norm_backward,
+    max_pool,
+    mse_loss,
+    mse_loss_backward,
+    nll_loss_backward,
+    nll_loss_forward,
+    per_element,
+    reduce_mean,
+    reduce_sum,
+    roi_align,
+    roi_align_backward,
 )
-from tbd.analysis.flops_rnn import _cudnn_rnn, _fused_lstm_cell, _fused_lstm_cell_backward, _mkldnn_rnn_layer
+from tbd.analysis.flops_rnn import cudnn_rnn, fused_lstm_cell, fused_lstm_cell_backward, mkldnn_rnn_layer
+from tbd.records import OpShapes
 
 _FLOAT_TYPES = {
     "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16",
@@ -114,58 +116,58 @@ def precision_of(input_types) -> str:
 def _build_table() -> dict[str, Callable[[OpShapes], float]]:
     """Op name -> formula; one level per computation (module docstring)."""
     t: dict[str, Callable[[OpShapes], float]] = {}
-    t.update({"aten::mm": _gemm(0, 1), "aten::addmm": _gemm(1, 2), "aten::_addmm_activation": _gemm(1, 2),
-              "aten::_scaled_mm": _gemm(0, 1), "aten::bmm": _batched_gemm(0, 1),
-              "aten::baddbmm": _batched_gemm(1, 2), "aten::addbmm": _batched_gemm(1, 2),
-              "aten::mv": _mv(0, 1), "aten::addmv": _mv(1, 2),
-              "aten::dot": lambda op: 2 * _numel(_shape(op, 0)),
-              "aten::convolution": _convolution, "aten::convolution_backward": _convolution_backward})
-    for name, cost in _INPLACE_ELEMENTWISE.items():
-        t[f"aten::{name}"] = t[f"aten::{name}_"] = _elementwise(cost)
-    for name, cost in _ELEMENTWISE.items():
-        t[f"aten::{name}"] = _elementwise(cost)
-    for name, cost in _FOREACH.items():
-        t[f"aten::_foreach_{name}"] = t[f"aten::_foreach_{name}_"] = _foreach(cost)
-    t["aten::_foreach_norm"] = _foreach(2)
-    t.update({"aten::sum": _sum, "aten::mean": _mean, "aten::linalg_vector_norm": _per_element(2),
-              "aten::_softmax": _per_element(5), "aten::_log_softmax": _per_element(5),
-              "aten::_softmax_backward_data": _per_element(4),
-              "aten::_log_softmax_backward_data": _per_element(4),
-              "aten::nll_loss_forward": _nll_forward, "aten::nll_loss2d_forward": _nll_forward,
-              "aten::nll_loss_backward": _nll_backward, "aten::nll_loss2d_backward": _nll_backward,
-              "aten::mse_loss": _mse, "aten::mse_loss_backward": _mse_backward,
-              "aten::embedding_dense_backward": _per_element(1)})
-    t.update({"aten::native_batch_norm": _bn_forward(5), "aten::cudnn_batch_norm": _bn_forward(5),
-              "aten::miopen_batch_norm": _bn_forward(5), "aten::_native_batch_norm_legit": _bn_legit,
-              "aten::_native_batch_norm_legit_no_training": _bn_forward(None, False),
-              "aten::_batch_norm_with_update": _bn_forward(None, True),
-              "aten::_batch_norm_no_update": _bn_forward(None, False),
-              "aten::native_batch_norm_backward": _bn_backward, "aten::batch_norm_backward": _bn_backward,
-              "aten::cudnn_batch_norm_backward": _cudnn_bn_backward,
-              "aten::miopen_batch_norm_backward": _cudnn_bn_backward,
-              "aten::native_layer_norm": _layer_norm, "aten::native_layer_norm_backward": _layer_norm_backward})
+    t.update({"aten::mm": gemm(0, 1), "aten::addmm": gemm(1, 2), "aten::_addmm_activation": gemm(1, 2),
+              "aten::_scaled_mm": gemm(0, 1), "aten::bmm": batched_gemm(0, 1),
+              "aten::baddbmm": batched_gemm(1, 2), "aten::addbmm": batched_gemm(1, 2),
+              "aten::mv": mv(0, 1), "aten::addmv": mv(1, 2),
+              "aten::dot": lambda op: 2 * numel(input_shape(op, 0)),
+              "aten::convolution": convolution, "aten::convolution_backward": convolution_backward})
+    for name, cost in INPLACE_ELEMENTWISE.items():
+        t[f"aten::{name}"] = t[f"aten::{name}_"] = elementwise(cost)
+    for name, cost in ELEMENTWISE.items():
+        t[f"aten::{name}"] = elementwise(cost)
+    for name, cost in FOREACH.items():
+        t[f"aten::_foreach_{name}"] = t[f"aten::_foreach_{name}_"] = foreach(cost)
+    t["aten::_foreach_norm"] = foreach(2)
+    t.update({"aten::sum": reduce_sum, "aten::mean": reduce_mean, "aten::linalg_vector_norm": per_element(2),
+              "aten::_softmax": per_element(5), "aten::_log_softmax": per_element(5),
+              "aten::_softmax_backward_data": per_element(4),
+              "aten::_log_softmax_backward_data": per_element(4),
+              "aten::nll_loss_forward": nll_loss_forward, "aten::nll_loss2d_forward": nll_loss_forward,
+              "aten::nll_loss_backward": nll_loss_backward, "aten::nll_loss2d_backward": nll_loss_backward,
+              "aten::mse_loss": mse_loss, "aten::mse_loss_backward": mse_loss_backward,
+              "aten::embedding_dense_backward": per_element(1)})
+    t.update({"aten::native_batch_norm": batch_norm_forward(5), "aten::cudnn_batch_norm": batch_norm_forward(5),
+              "aten::miopen_batch_norm": batch_norm_forward(5), "aten::_native_batch_norm_legit": batch_norm_legit,
+              "aten::_native_batch_norm_legit_no_training": batch_norm_forward(None, False),
+              "aten::_batch_norm_with_update": batch_norm_forward(None, True),
+              "aten::_batch_norm_no_update": batch_norm_forward(None, False),
+              "aten::native_batch_norm_backward": batch_norm_backward, "aten::batch_norm_backward": batch_norm_backward,
+              "aten::cudnn_batch_norm_backward": cudnn_batch_norm_backward,
+              "aten::miopen_batch_norm_backward": cudnn_batch_norm_backward,
+              "aten::native_layer_norm": layer_norm, "aten::native_layer_norm_backward": layer_norm_backward})
     for nsp in (1, 2, 3):
-        t[f"aten::max_pool{nsp}d_with_indices"] = _max_pool(nsp)
-    t.update({"aten::max_pool2d": _max_pool(2), "aten::max_pool3d": _max_pool(3),
-              "aten::max_pool2d_with_indices_backward": _per_element(1),
-              "aten::max_pool3d_with_indices_backward": _per_element(1),
-              "aten::avg_pool2d": _avg_pool(2), "aten::avg_pool3d": _avg_pool(3),
-              "aten::avg_pool2d_backward": _avg_pool_backward(2),
-              "aten::avg_pool3d_backward": _avg_pool_backward(3),
-              "aten::adaptive_avg_pool2d": _adaptive_avg_pool(2),
-              "aten::_adaptive_avg_pool2d": _adaptive_avg_pool(2),
-              "aten::_adaptive_avg_pool2d_backward": _per_element(1, 1)})
-    t.update({"torchvision::roi_align": _roi_align, "torchvision::_roi_align_backward": _roi_align_backward})
+        t[f"aten::max_pool{nsp}d_with_indices"] = max_pool(nsp)
+    t.update({"aten::max_pool2d": max_pool(2), "aten::max_pool3d": max_pool(3),
+              "aten::max_pool2d_with_indices_backward": per_element(1),
+              "aten::max_pool3d_with_indices_backward": per_element(1),
+              "aten::avg_pool2d": avg_pool(2), "aten::avg_pool3d": avg_pool(3),
+              "aten::avg_pool2d_backward": avg_pool_backward(2),
+              "aten::avg_pool3d_backward": avg_pool_backward(3),
+              "aten::adaptive_avg_pool2d": adaptive_avg_pool(2),
+              "aten::_adaptive_avg_pool2d": adaptive_avg_pool(2),
+              "aten::_adaptive_avg_pool2d_backward": per_element(1, 1)})
+    t.update({"torchvision::roi_align": roi_align, "torchvision::_roi_align_backward": roi_align_backward})
     for kind in ("flash_attention", "efficient_attention", "cudnn_attention", "flash_attention_for_cpu"):
-        t[f"aten::_scaled_dot_product_{kind}"] = _sdpa(0, backward=False)
-        t[f"aten::_scaled_dot_product_{kind}_backward"] = _sdpa(1, backward=True)
-    t.update({"aten::_cudnn_rnn": _cudnn_rnn(False), "aten::_cudnn_rnn_backward": _cudnn_rnn(True),
-              "aten::mkldnn_rnn_layer": _mkldnn_rnn_layer(False),
-              "aten::mkldnn_rnn_layer_backward": _mkldnn_rnn_layer(True),
-              "aten::_thnn_fused_lstm_cell": _fused_lstm_cell,
-              "aten::_thnn_fused_lstm_cell_backward_impl": _fused_lstm_cell_backward,
-              "aten::_thnn_fused_lstm_cell_backward": _fused_lstm_cell_backward})
-    for name in _ZERO_OPS:
+        t[f"aten::_scaled_dot_product_{kind}"] = sdpa(0, backward=False)
+        t[f"aten::_scaled_dot_product_{kind}_backward"] = sdpa(1, backward=True)
+    t.update({"aten::_cudnn_rnn": cudnn_rnn(False), "aten::_cudnn_rnn_backward": cudnn_rnn(True),
+              "aten::mkldnn_rnn_layer": mkldnn_rnn_layer(False),
+              "aten::mkldnn_rnn_layer_backward": mkldnn_rnn_layer(True),
+              "aten::_thnn_fused_lstm_cell": fused_lstm_cell,
+              "aten::_thnn_fused_lstm_cell_backward_impl": fused_lstm_cell_backward,
+              "aten::_thnn_fused_lstm_cell_backward": fused_lstm_cell_backward})
+    for name in ZERO_OPS:
         t[f"aten::{name}"] = lambda op: 0.0
     return t
 
@@ -194,5 +196,5 @@ def op_flops(op: OpShapes) -> float | None:
         return 0.0
     try:
         return float(formula(op))
-    except (_Unparseable, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError):
+    except (Unparseable, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError):
         return math.nan

@@ -1,8 +1,8 @@
-"""Argument access shared by the FLOP formulas: the op-call record and its parsing helpers.
+"""Argument access shared by the FLOP formulas: parsing helpers over the op-call record.
 
-`OpShapes` is one op call as a Kineto trace records it; the helpers read an input's dims, a
-TensorList's shapes or a scalar argument's value (falling back to a schema default where the
-formula allows one) and raise `_Unparseable` when what a formula needs is missing or malformed,
+`OpShapes` (tbd.records) is one op call as a Kineto trace records it; the helpers read an input's
+dims, a TensorList's shapes or a scalar argument's value (falling back to a schema default where
+the formula allows one) and raise `Unparseable` when what a formula needs is missing or malformed,
 which `analysis.flops.op_flops` turns into NaN. Argument positions follow each op's schema in
 aten/src/ATen/native/native_functions.yaml (checked against torch 2.13's `._schema`).
 """
@@ -11,53 +11,44 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass
+
+from tbd.records import OpShapes
 
 
-@dataclass(frozen=True)
-class OpShapes:
-    """One op call as a trace records it: name, per-argument dims, dtypes and scalar values."""
-
-    name: str  # e.g. "aten::addmm", "aten::convolution_backward"
-    input_dims: tuple  # Kineto "Input Dims": a list per input, [] for scalars/None
-    input_types: tuple  # Kineto "Input type": "float", "c10::Half", "Scalar", "ScalarList", ""
-    concrete_inputs: tuple  # Kineto "Concrete Inputs": strings, "" when not recorded
-
-
-class _Unparseable(ValueError):
+class Unparseable(ValueError):
     """Shapes or scalar arguments a formula needs are missing or malformed (caught: NaN)."""
 
 
 # ---- argument access -----------------------------------------------------------------------
 
 
-def _shape(op: OpShapes, i: int) -> tuple[int, ...]:
-    """Dims of input i as ints; raises _Unparseable when absent or not a flat int list."""
+def input_shape(op: OpShapes, i: int) -> tuple[int, ...]:
+    """Dims of input i as ints; raises Unparseable when absent or not a flat int list."""
     try:
         dims = op.input_dims[i]
     except (IndexError, TypeError):
-        raise _Unparseable(f"{op.name}: no dims for input {i}") from None
+        raise Unparseable(f"{op.name}: no dims for input {i}") from None
     if not isinstance(dims, (list, tuple)) or not all(isinstance(d, int) for d in dims):
-        raise _Unparseable(f"{op.name}: dims of input {i} are {dims!r}")
+        raise Unparseable(f"{op.name}: dims of input {i} are {dims!r}")
     return tuple(dims)
 
 
-def _shapes_list(op: OpShapes, i: int) -> list[tuple[int, ...]]:
+def input_shape_list(op: OpShapes, i: int) -> list[tuple[int, ...]]:
     """Dims of a TensorList input i: one shape per tensor."""
     try:
         dims = op.input_dims[i]
     except (IndexError, TypeError):
-        raise _Unparseable(f"{op.name}: no dims for input {i}") from None
+        raise Unparseable(f"{op.name}: no dims for input {i}") from None
     if not isinstance(dims, (list, tuple)) or not all(isinstance(d, (list, tuple)) for d in dims):
-        raise _Unparseable(f"{op.name}: input {i} is not a TensorList: {dims!r}")
+        raise Unparseable(f"{op.name}: input {i} is not a TensorList: {dims!r}")
     return [tuple(d) for d in dims]
 
 
-def _numel(shape) -> int:
+def numel(shape) -> int:
     return math.prod(shape)
 
 
-def _has_tensor(op: OpShapes, i: int) -> bool:
+def has_tensor(op: OpShapes, i: int) -> bool:
     """Whether optional tensor input i is present (a typed, non-empty shape)."""
     try:
         return bool(op.input_dims[i]) and op.input_types[i] not in ("", "Scalar", "ScalarList")
@@ -68,7 +59,7 @@ def _has_tensor(op: OpShapes, i: int) -> bool:
 _MISSING = object()
 
 
-def _concrete(op: OpShapes, i: int, default=_MISSING):
+def concrete(op: OpShapes, i: int, default=_MISSING):
     """Value of scalar argument i parsed from its Concrete Inputs string; `default` if unrecorded."""
     try:
         text = op.concrete_inputs[i]
@@ -76,7 +67,7 @@ def _concrete(op: OpShapes, i: int, default=_MISSING):
         text = ""
     if text == "" or text is None:
         if default is _MISSING:
-            raise _Unparseable(f"{op.name}: argument {i} not recorded")
+            raise Unparseable(f"{op.name}: argument {i} not recorded")
         return default
     try:
         return ast.literal_eval(text)
@@ -84,54 +75,54 @@ def _concrete(op: OpShapes, i: int, default=_MISSING):
         return text  # a bare word such as "tanh"
 
 
-def _is_one(op: OpShapes, i: int) -> bool:
+def is_one(op: OpShapes, i: int) -> bool:
     """Whether a Scalar multiplier (alpha, value) is 1; unrecorded means the schema default 1."""
-    value = _concrete(op, i, 1)
+    value = concrete(op, i, 1)
     return isinstance(value, (int, float)) and float(value) == 1.0
 
 
 def _broadcast(shapes) -> tuple[int, ...]:
-    """NumPy broadcast of shapes; raises _Unparseable when they do not broadcast."""
+    """NumPy broadcast of shapes; raises Unparseable when they do not broadcast."""
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:
         for k, d in enumerate(s, start=ndim - len(s)):
             if d != 1 and out[k] not in (1, d):
-                raise _Unparseable(f"shapes {shapes} do not broadcast")
+                raise Unparseable(f"shapes {shapes} do not broadcast")
             out[k] = d if d != 1 else out[k]
     return tuple(out)
 
 
-def _elementwise_numel(op: OpShapes) -> int:
+def elementwise_numel(op: OpShapes) -> int:
     """Elements of an elementwise op's output: the broadcast of all flat tensor inputs."""
     if not op.input_dims:
-        raise _Unparseable(f"{op.name}: no input dims recorded")
+        raise Unparseable(f"{op.name}: no input dims recorded")
     shapes = []
     for dims in op.input_dims:
         if isinstance(dims, (list, tuple)) and all(isinstance(d, int) for d in dims):
             shapes.append(tuple(dims))
     if not shapes:
-        raise _Unparseable(f"{op.name}: no tensor input")
-    return _numel(_broadcast(shapes))
+        raise Unparseable(f"{op.name}: no tensor input")
+    return numel(_broadcast(shapes))
 
 
-def _pick_mask(op: OpShapes, i: int, n: int) -> list[bool]:
+def output_mask(op: OpShapes, i: int, n: int) -> list[bool]:
     """An output_mask argument (bool[n]); raises when unrecorded (which grads were made is unknown)."""
-    mask = _concrete(op, i)
+    mask = concrete(op, i)
     if not isinstance(mask, (list, tuple)) or len(mask) != n:
-        raise _Unparseable(f"{op.name}: output_mask {mask!r}")
+        raise Unparseable(f"{op.name}: output_mask {mask!r}")
     return [bool(m) for m in mask]
 
 
-def _int_list(value, n: int, name: str) -> list[int]:
+def int_list(value, n: int, name: str) -> list[int]:
     """An int[] argument expanded to n entries (a single entry repeats, as ATen's expand_param)."""
     if isinstance(value, int):
         value = [value]
     if not isinstance(value, (list, tuple)) or len(value) not in (1, n):
-        raise _Unparseable(f"{name}: expected {n} values, got {value!r}")
+        raise Unparseable(f"{name}: expected {n} values, got {value!r}")
     return [int(v) for v in value] * (n if len(value) == 1 else 1)
 
 
-def _require(cond: bool, what: str) -> None:
+def require(cond: bool, what: str) -> None:
     if not cond:
-        raise _Unparseable(what)
+        raise Unparseable(what)

@@ -11,18 +11,18 @@ from __future__ import annotations
 from typing import Callable
 
 from tbd.analysis.flops_args import (
-    OpShapes,
-    _concrete,
-    _elementwise_numel,
-    _has_tensor,
-    _int_list,
-    _is_one,
-    _numel,
-    _pick_mask,
-    _require,
-    _shape,
-    _shapes_list,
+    concrete,
+    elementwise_numel,
+    has_tensor,
+    input_shape,
+    input_shape_list,
+    int_list,
+    is_one,
+    numel,
+    output_mask,
+    require,
 )
+from tbd.records import OpShapes
 
 # Elementwise ops: FLOPs per output element (the broadcast of the tensor inputs). Derivations:
 #   add/sub: 1, plus 1 when alpha != 1 scales a tensor operand (self + alpha·other).
@@ -42,32 +42,32 @@ from tbd.analysis.flops_args import (
 
 def _alpha_cost(op: OpShapes) -> int:
     scalar_other = len(op.input_types) > 1 and op.input_types[1] in ("Scalar", "ScalarList")
-    return 1 if scalar_other or _is_one(op, 2) else 2
+    return 1 if scalar_other or is_one(op, 2) else 2
 
 
 def _addc_cost(op: OpShapes) -> int:
-    return 2 if _is_one(op, 3) else 3
+    return 2 if is_one(op, 3) else 3
 
 
 def _clamp_cost(op: OpShapes) -> int:
     bounds = sum(1 for i in (1, 2) if i < len(op.input_types) and op.input_types[i] != "")
-    _require(bounds > 0, f"{op.name}: no bound recorded")
+    require(bounds > 0, f"{op.name}: no bound recorded")
     return bounds
 
 
 def _gelu_cost(op: OpShapes) -> int:
-    return 9 if _concrete(op, 1, "none") == "tanh" else 5
+    return 9 if concrete(op, 1, "none") == "tanh" else 5
 
 
 def _gelu_backward_cost(op: OpShapes) -> int:
-    return 18 if _concrete(op, 2, "none") == "tanh" else 11
+    return 18 if concrete(op, 2, "none") == "tanh" else 11
 
 
 def _dropout_cost(op: OpShapes) -> int:
-    return 0 if _concrete(op, 2, True) is False else 2  # train=None means training (schema)
+    return 0 if concrete(op, 2, True) is False else 2  # train=None means training (schema)
 
 
-_INPLACE_ELEMENTWISE = {  # these also exist as in-place "name_"
+INPLACE_ELEMENTWISE = {  # these also exist as in-place "name_"
     "add": _alpha_cost, "sub": _alpha_cost, "rsub": _alpha_cost, "mul": 1, "div": 1, "neg": 1,
     "abs": 1, "reciprocal": 1, "sqrt": 1, "rsqrt": 1, "exp": 1, "log": 1, "log1p": 1, "expm1": 1,
     "erf": 1, "pow": 1, "sin": 1, "cos": 1, "tanh": 1, "sigmoid": 3, "relu": 1, "clamp_min": 1,
@@ -78,17 +78,17 @@ _INPLACE_ELEMENTWISE = {  # these also exist as in-place "name_"
     "lt": 1, "le": 1, "gt": 1, "ge": 1, "eq": 1, "ne": 1,
     "logical_and": 1, "logical_or": 1, "logical_xor": 1, "logical_not": 1,
 }
-_ELEMENTWISE = {
+ELEMENTWISE = {
     "threshold_backward": 1, "sigmoid_backward": 3, "tanh_backward": 3, "hardtanh_backward": 2,
     "leaky_relu_backward": 2, "silu_backward": 8, "gelu_backward": _gelu_backward_cost,
     "native_dropout": _dropout_cost, "native_dropout_backward": 2,
 }
 
 
-def _elementwise(cost) -> Callable[[OpShapes], float]:
+def elementwise(cost) -> Callable[[OpShapes], float]:
     def f(op: OpShapes) -> float:
         per = cost(op) if callable(cost) else cost
-        return per * _elementwise_numel(op)
+        return per * elementwise_numel(op)
 
     return f
 
@@ -96,49 +96,49 @@ def _elementwise(cost) -> Callable[[OpShapes], float]:
 # Multi-tensor optimizer ops: the same per-element costs summed over the TensorList at input 0.
 def _foreach_alpha(op: OpShapes) -> int:
     scalar_other = len(op.input_types) > 1 and op.input_types[1] in ("Scalar", "ScalarList")
-    return 1 if scalar_other or _is_one(op, 2) else 2
+    return 1 if scalar_other or is_one(op, 2) else 2
 
 
 def _foreach_addc(op: OpShapes) -> int:
     scalar_value = len(op.input_types) > 3 and op.input_types[3] == "Scalar"
-    return 2 if scalar_value and _is_one(op, 3) else 3
+    return 2 if scalar_value and is_one(op, 3) else 3
 
 
-_FOREACH = {  # also in-place "name_" except norm
+FOREACH = {  # also in-place "name_" except norm
     "add": _foreach_alpha, "sub": _foreach_alpha, "mul": 1, "div": 1, "addcmul": _foreach_addc,
     "addcdiv": _foreach_addc, "lerp": 3, "sqrt": 1, "neg": 1, "reciprocal": 1, "exp": 1, "abs": 1,
     "maximum": 1, "minimum": 1, "clamp_min": 1, "clamp_max": 1,
 }
 
 
-def _foreach(cost) -> Callable[[OpShapes], float]:
+def foreach(cost) -> Callable[[OpShapes], float]:
     def f(op: OpShapes) -> float:
         per = cost(op) if callable(cost) else cost
-        return per * sum(_numel(s) for s in _shapes_list(op, 0))
+        return per * sum(numel(s) for s in input_shape_list(op, 0))
 
     return f
 
 
 # Reductions. sum: one add per input element (ATen accumulates into a zero-filled output, the
 # fill_ child in traces). mean: sum plus one divide per output element. vector 2-norm: square+add.
-def _sum(op: OpShapes) -> float:
-    return _numel(_shape(op, 0))
+def reduce_sum(op: OpShapes) -> float:
+    return numel(input_shape(op, 0))
 
 
-def _mean(op: OpShapes) -> float:
-    x = _shape(op, 0)
+def reduce_mean(op: OpShapes) -> float:
+    x = input_shape(op, 0)
     if len(op.input_types) > 1 and op.input_types[1] == "ScalarList":  # mean.dim(self, dim, ...)
-        dims = _concrete(op, 1)
+        dims = concrete(op, 1)
         reduced = {d % len(x) for d in dims} if dims and x else set(range(len(x)))
-        out = _numel(n for i, n in enumerate(x) if i not in reduced)
+        out = numel(n for i, n in enumerate(x) if i not in reduced)
     else:  # mean(self, dtype): everything
         out = 1
-    return _numel(x) + out
+    return numel(x) + out
 
 
-def _per_element(cost: int, i: int = 0) -> Callable[[OpShapes], float]:
+def per_element(cost: int, i: int = 0) -> Callable[[OpShapes], float]:
     """`cost` FLOPs per element of input i."""
-    return lambda op: cost * _numel(_shape(op, i))
+    return lambda op: cost * numel(input_shape(op, i))
 
 
 # Softmax over a row of n: max (1), subtract (1), exp (1), sum (1), divide (1) = 5 per element;
@@ -153,20 +153,20 @@ def _per_element(cost: int, i: int = 0) -> Callable[[OpShapes], float]:
 # 1, +1 with weights. mse_loss: subtract, square, accumulate = 3 per element (2 with
 # reduction='none'); backward 2·(x-t)·g/n with the scalar folded: subtract, multiply = 2 (3 with
 # reduction='none', where g is per element).
-def _nll_forward(op: OpShapes) -> float:
-    return _numel(_shape(op, 1)) * (3 if _has_tensor(op, 2) else 1)
+def nll_loss_forward(op: OpShapes) -> float:
+    return numel(input_shape(op, 1)) * (3 if has_tensor(op, 2) else 1)
 
 
-def _nll_backward(op: OpShapes) -> float:
-    return _numel(_shape(op, 2)) * (2 if _has_tensor(op, 3) else 1)
+def nll_loss_backward(op: OpShapes) -> float:
+    return numel(input_shape(op, 2)) * (2 if has_tensor(op, 3) else 1)
 
 
-def _mse(op: OpShapes) -> float:
-    return _numel(_shape(op, 0)) * (2 if _concrete(op, 2, 1) == 0 else 3)
+def mse_loss(op: OpShapes) -> float:
+    return numel(input_shape(op, 0)) * (2 if concrete(op, 2, 1) == 0 else 3)
 
 
-def _mse_backward(op: OpShapes) -> float:
-    return _numel(_shape(op, 1)) * (3 if _concrete(op, 3, 1) == 0 else 2)
+def mse_loss_backward(op: OpShapes) -> float:
+    return numel(input_shape(op, 1)) * (3 if concrete(op, 3, 1) == 0 else 2)
 
 
 # Batch-norm, as ATen's CPU kernels (aten/src/ATen/native/Normalization.cpp) and cuDNN compute it.
@@ -178,18 +178,18 @@ def _mse_backward(op: OpShapes) -> float:
 # multiply = 5. Σg feeds grad_bias and grad_input, the dot product grad_weight and grad_input;
 # each is counted only when an output that needs it is requested. Inference backward:
 # grad_input = g·(invstd·w): 1. Per-channel scalar work is not counted (module docstring).
-def _bn_forward(training_at: int | None, fixed: bool | None = None) -> Callable[[OpShapes], float]:
+def batch_norm_forward(training_at: int | None, fixed: bool | None = None) -> Callable[[OpShapes], float]:
     def f(op: OpShapes) -> float:
-        training = fixed if training_at is None else _concrete(op, training_at)
-        _require(isinstance(training, bool), f"{op.name}: training flag {training!r}")
-        return (6 if training else 2) * _numel(_shape(op, 0))
+        training = fixed if training_at is None else concrete(op, training_at)
+        require(isinstance(training, bool), f"{op.name}: training flag {training!r}")
+        return (6 if training else 2) * numel(input_shape(op, 0))
 
     return f
 
 
-def _bn_legit(op: OpShapes) -> float:
+def batch_norm_legit(op: OpShapes) -> float:
     """_native_batch_norm_legit: training flag at 5, or at 3 in the .no_stats overload (6 args)."""
-    return _bn_forward(3 if len(op.input_dims) == 6 else 5)(op)
+    return batch_norm_forward(3 if len(op.input_dims) == 6 else 5)(op)
 
 
 def _bn_backward_cost(training: bool, mask: list[bool]) -> int:
@@ -198,31 +198,31 @@ def _bn_backward_cost(training: bool, mask: list[bool]) -> int:
     return mask[2] * 1 + mask[1] * 3 + mask[0] * 1
 
 
-def _bn_backward(op: OpShapes) -> float:
+def batch_norm_backward(op: OpShapes) -> float:
     """native_batch_norm_backward / batch_norm_backward: train (update) at 7, output_mask at 9."""
-    training = _concrete(op, 7)
-    _require(isinstance(training, bool), f"{op.name}: train flag {training!r}")
-    return _bn_backward_cost(training, _pick_mask(op, 9, 3)) * _numel(_shape(op, 0))
+    training = concrete(op, 7)
+    require(isinstance(training, bool), f"{op.name}: train flag {training!r}")
+    return _bn_backward_cost(training, output_mask(op, 9, 3)) * numel(input_shape(op, 0))
 
 
-def _cudnn_bn_backward(op: OpShapes) -> float:
+def cudnn_batch_norm_backward(op: OpShapes) -> float:
     """cudnn/miopen_batch_norm_backward(input, grad_output, ...): training, all three grads."""
-    return _bn_backward_cost(True, [True, True, True]) * _numel(_shape(op, 0))
+    return _bn_backward_cost(True, [True, True, True]) * numel(input_shape(op, 0))
 
 
 # Layer-norm (aten/src/ATen/native/layer_norm.cpp): mean 1, variance 3, (x-mean)·rstd 2, then
 # ·w 1 and +b 1 when given: 6-8 per element. Backward: x̂ = (x-mean)·rstd 2 (for grad_input or
 # grad_weight), grad_weight Σg·x̂ 2, grad_bias Σg 1, grad_input with gw = g·w (1 if w):
 # Σgw 1, Σgw·x̂ 2, (gw - mean(gw) - x̂·mean(gw·x̂))·rstd 4 = 7 (+1).
-def _layer_norm(op: OpShapes) -> float:
-    per = 6 + _has_tensor(op, 2) + _has_tensor(op, 3)
-    return per * _numel(_shape(op, 0))
+def layer_norm(op: OpShapes) -> float:
+    per = 6 + has_tensor(op, 2) + has_tensor(op, 3)
+    return per * numel(input_shape(op, 0))
 
 
-def _layer_norm_backward(op: OpShapes) -> float:
-    m = _pick_mask(op, 7, 3)
-    per = 2 * (m[0] or m[1]) + 2 * m[1] + m[2] + m[0] * (7 + _has_tensor(op, 5))
-    return per * _numel(_shape(op, 0))
+def layer_norm_backward(op: OpShapes) -> float:
+    m = output_mask(op, 7, 3)
+    per = 2 * (m[0] or m[1]) + 2 * m[1] + m[2] + m[0] * (7 + has_tensor(op, 5))
+    return per * numel(input_shape(op, 0))
 
 
 # Pooling. Output sizes as ATen's pooling_output_shape (aten/src/ATen/native/Pool.h).
@@ -243,43 +243,43 @@ def _pool_out(x: tuple, k: list, s: list, p: list, d: list, ceil: bool) -> list[
 
 def _window(op: OpShapes, nsp: int, dilation_at: int | None, ceil_at: int):
     """(x shape, kernel, output spatial sizes) for a pooling op with kernel/stride/padding at 1-3."""
-    x = _shape(op, 0)
-    k = _int_list(_concrete(op, 1), nsp, op.name)
-    stride = _concrete(op, 2)
-    s = k if stride in ([], ()) else _int_list(stride, nsp, op.name)
-    p = _int_list(_concrete(op, 3), nsp, op.name)
-    d = [1] * nsp if dilation_at is None else _int_list(_concrete(op, dilation_at), nsp, op.name)
-    _require(len(x) > nsp, f"{op.name}: input {x}")
-    return x, k, _pool_out(x[-nsp:], k, s, p, d, bool(_concrete(op, ceil_at, False)))
+    x = input_shape(op, 0)
+    k = int_list(concrete(op, 1), nsp, op.name)
+    stride = concrete(op, 2)
+    s = k if stride in ([], ()) else int_list(stride, nsp, op.name)
+    p = int_list(concrete(op, 3), nsp, op.name)
+    d = [1] * nsp if dilation_at is None else int_list(concrete(op, dilation_at), nsp, op.name)
+    require(len(x) > nsp, f"{op.name}: input {x}")
+    return x, k, _pool_out(x[-nsp:], k, s, p, d, bool(concrete(op, ceil_at, False)))
 
 
-def _max_pool(nsp: int) -> Callable[[OpShapes], float]:
+def max_pool(nsp: int) -> Callable[[OpShapes], float]:
     def f(op: OpShapes) -> float:
         x, k, out = _window(op, nsp, 4, 5)
-        return _numel(x[:-nsp]) * _numel(out) * _numel(k)
+        return numel(x[:-nsp]) * numel(out) * numel(k)
 
     return f
 
 
-def _avg_pool(nsp: int) -> Callable[[OpShapes], float]:
+def avg_pool(nsp: int) -> Callable[[OpShapes], float]:
     def f(op: OpShapes) -> float:
         x, k, out = _window(op, nsp, None, 4)
-        return _numel(x[:-nsp]) * _numel(out) * (_numel(k) + 1)
+        return numel(x[:-nsp]) * numel(out) * (numel(k) + 1)
 
     return f
 
 
-def _avg_pool_backward(nsp: int) -> Callable[[OpShapes], float]:
+def avg_pool_backward(nsp: int) -> Callable[[OpShapes], float]:
     """avg_poolNd_backward(grad_output, self, kernel, ...): kernel at 2."""
-    return lambda op: _numel(_shape(op, 0)) * (_numel(_int_list(_concrete(op, 2), nsp, op.name)) + 1)
+    return lambda op: numel(input_shape(op, 0)) * (numel(int_list(concrete(op, 2), nsp, op.name)) + 1)
 
 
-def _adaptive_avg_pool(nsp: int) -> Callable[[OpShapes], float]:
+def adaptive_avg_pool(nsp: int) -> Callable[[OpShapes], float]:
     def f(op: OpShapes) -> float:
-        x = _shape(op, 0)
-        out = _int_list(_concrete(op, 1), nsp, op.name)
-        _require(len(x) > nsp, f"{op.name}: input {x}")
-        return _numel(x) + _numel(x[:-nsp]) * _numel(out)
+        x = input_shape(op, 0)
+        out = int_list(concrete(op, 1), nsp, op.name)
+        require(len(x) > nsp, f"{op.name}: input {x}")
+        return numel(x) + numel(x[:-nsp]) * numel(out)
 
     return f
 
@@ -291,25 +291,25 @@ def _adaptive_avg_pool(nsp: int) -> Callable[[OpShapes], float]:
 # then per sample 4 weighted adds into the input gradient (4 mul + 4 add) = 8. An adaptive
 # sampling_ratio (<= 0) depends on each RoI's size, which the shapes do not tell: NaN.
 def _roi_samples(op: OpShapes, at: int) -> int:
-    ratio = _concrete(op, at)
-    _require(isinstance(ratio, int) and ratio > 0, f"{op.name}: sampling_ratio {ratio!r} (adaptive)")
+    ratio = concrete(op, at)
+    require(isinstance(ratio, int) and ratio > 0, f"{op.name}: sampling_ratio {ratio!r} (adaptive)")
     return ratio * ratio
 
 
-def _roi_align(op: OpShapes) -> float:
+def roi_align(op: OpShapes) -> float:
     """roi_align(input [N, C, H, W], rois [R, 5], spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned)."""
-    x, rois = _shape(op, 0), _shape(op, 1)
-    ph, pw = _concrete(op, 3), _concrete(op, 4)
+    x, rois = input_shape(op, 0), input_shape(op, 1)
+    ph, pw = concrete(op, 3), concrete(op, 4)
     return rois[0] * x[1] * ph * pw * (8 * _roi_samples(op, 5) + 1)
 
 
-def _roi_align_backward(op: OpShapes) -> float:
+def roi_align_backward(op: OpShapes) -> float:
     """_roi_align_backward(grad [R, C, ph, pw], rois, spatial_scale, pooled_h, pooled_w, N, C, H, W, sampling_ratio, aligned)."""
-    return _numel(_shape(op, 0)) * (8 * _roi_samples(op, 9) + 1)
+    return numel(input_shape(op, 0)) * (8 * _roi_samples(op, 9) + 1)
 
 
 # Pure data movement: copies, fills, allocation, views, concatenation, gathers, casts: 0 FLOPs.
-_ZERO_OPS = (
+ZERO_OPS = (
     "copy_ fill_ zero_ zeros zeros_like ones ones_like full full_like empty empty_like "
     "empty_strided new_zeros new_empty new_ones clone contiguous cat stack to _to_copy "
     "index_select embedding view reshape _reshape_alias _unsafe_view t transpose permute expand "

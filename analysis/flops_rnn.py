@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from tbd.analysis.flops_args import OpShapes, _concrete, _has_tensor, _numel, _pick_mask, _require, _shape, _shapes_list
+from tbd.analysis.flops_args import concrete, has_tensor, input_shape, input_shape_list, numel, output_mask, require
+from tbd.records import OpShapes
 
 # Recurrent layers. Mode numbers are cuDNN's cudnnRNNMode_t as ATen passes them (RNN.h):
 # 0 RNN_RELU, 1 RNN_TANH, 2 LSTM, 3 GRU, with G = 1, 1, 4, 3 gates. Per time step, batch element,
@@ -30,14 +31,14 @@ _RNN_CELL_BACKWARD = {0: 2, 1: 4, 2: 24, 3: 17}
 
 
 def _rnn_mode(op: OpShapes, at: int) -> int:
-    mode = _concrete(op, at)
-    _require(mode in _RNN_GATES, f"{op.name}: RNN mode {mode!r}")
+    mode = concrete(op, at)
+    require(mode in _RNN_GATES, f"{op.name}: RNN mode {mode!r}")
     return mode
 
 
 def _rnn_layer_flops(steps: int, hidden: int, weights: list, mode: int, bias: bool,
                      backward: bool, weight_grads: bool) -> int:
-    gemm = 2 * sum(_numel(w) for w in weights)
+    gemm = 2 * sum(numel(w) for w in weights)
     gates = _RNN_GATES[mode] * hidden
     if not backward:
         return steps * (gemm + gates * (1 + 2 * bias) + _RNN_CELL[mode] * hidden)
@@ -45,21 +46,21 @@ def _rnn_layer_flops(steps: int, hidden: int, weights: list, mode: int, bias: bo
     return steps * (grads + _RNN_CELL_BACKWARD[mode] * hidden)
 
 
-def _cudnn_rnn(backward: bool) -> Callable[[OpShapes], float]:
+def cudnn_rnn(backward: bool) -> Callable[[OpShapes], float]:
     """_cudnn_rnn(input, weight[], stride0, weight_buf, hx, cx, mode@6, hidden@7, proj@8,
     num_layers@9, batch_first, dropout, train, bidirectional@13, ...); the backward's scalars sit
     4 later (output, grad_output, grad_hy, grad_cy come first) and output_mask is at 21."""
 
     def f(op: OpShapes) -> float:
         o = 4 if backward else 0
-        mode, hidden, proj = _rnn_mode(op, 6 + o), _concrete(op, 7 + o), _concrete(op, 8 + o)
-        groups = _concrete(op, 9 + o) * (2 if _concrete(op, 13 + o) else 1)
-        weights = _shapes_list(op, 1)
+        mode, hidden, proj = _rnn_mode(op, 6 + o), concrete(op, 7 + o), concrete(op, 8 + o)
+        groups = concrete(op, 9 + o) * (2 if concrete(op, 13 + o) else 1)
+        weights = input_shape_list(op, 1)
         per = len(weights) // groups
-        _require(per * groups == len(weights) and per in (2, 3, 4, 5), f"{op.name}: weights")
+        require(per * groups == len(weights) and per in (2, 3, 4, 5), f"{op.name}: weights")
         bias = per - 2 - (proj > 0) == 2
-        weight_grads = _pick_mask(op, 21, 4)[3] if backward else False
-        steps = _numel(_shape(op, 0)[:-1])  # T·B, or the packed sum of batch sizes
+        weight_grads = output_mask(op, 21, 4)[3] if backward else False
+        steps = numel(input_shape(op, 0)[:-1])  # T·B, or the packed sum of batch sizes
         total = 0
         for g in range(groups):
             mats = [weights[g * per], weights[g * per + 1]] + ([weights[g * per + per - 1]] if proj else [])
@@ -69,16 +70,16 @@ def _cudnn_rnn(backward: bool) -> Callable[[OpShapes], float]:
     return f
 
 
-def _mkldnn_rnn_layer(backward: bool) -> Callable[[OpShapes], float]:
+def mkldnn_rnn_layer(backward: bool) -> Callable[[OpShapes], float]:
     """One layer and direction: (input, w_ih, w_hh, b_ih, b_hh, ...); forward mode@9 hidden@10
     has_biases@12; backward mode@14 hidden@15 has_biases@17 (weight grads always computed)."""
 
     def f(op: OpShapes) -> float:
         mode_at = 14 if backward else 9
-        mode, hidden = _rnn_mode(op, mode_at), _concrete(op, mode_at + 1)
-        bias = bool(_concrete(op, mode_at + 3))
-        steps = _numel(_shape(op, 0)[:-1])
-        return _rnn_layer_flops(steps, hidden, [_shape(op, 1), _shape(op, 2)], mode, bias,
+        mode, hidden = _rnn_mode(op, mode_at), concrete(op, mode_at + 1)
+        bias = bool(concrete(op, mode_at + 3))
+        steps = numel(input_shape(op, 0)[:-1])
+        return _rnn_layer_flops(steps, hidden, [input_shape(op, 1), input_shape(op, 2)], mode, bias,
                                 backward, True)
 
     return f
@@ -88,11 +89,11 @@ def _mkldnn_rnn_layer(backward: bool) -> Callable[[OpShapes], float]:
 # Forward: gate sums with biases 4·(1 + 2·bias) + cell 15 per hidden unit (as E_f above).
 # Backward (_thnn_fused_lstm_cell_backward_impl): do = gh·tanh(c')·o(1-o) 5, dc' = gh·o·(1-tanh²)
 # + gc 5, di, df, dg 4 each, dc = dc'·f 1 -> 23; bias gradient Σ over the batch: +4 per unit.
-def _fused_lstm_cell(op: OpShapes) -> float:
-    b, h = _shape(op, 2)
-    return b * h * (4 * (1 + 2 * _has_tensor(op, 3)) + _RNN_CELL[2])
+def fused_lstm_cell(op: OpShapes) -> float:
+    b, h = input_shape(op, 2)
+    return b * h * (4 * (1 + 2 * has_tensor(op, 3)) + _RNN_CELL[2])
 
 
-def _fused_lstm_cell_backward(op: OpShapes) -> float:
-    b, h = _shape(op, 2)
-    return b * h * (23 + 4 * bool(_concrete(op, 5)))
+def fused_lstm_cell_backward(op: OpShapes) -> float:
+    b, h = input_shape(op, 2)
+    return b * h * (23 + 4 * bool(concrete(op, 5)))

@@ -56,11 +56,12 @@ from typing import Any
 
 import numpy as np
 
+from tbd import rundir
 from tbd.errors import ResultFormatError
 from tbd.profile import MEMORY_CATEGORIES, Memory
 from tbd.records import MemoryEvents, OpTable, StepSpan, TraceRecords
 
-RECORDS_SCHEMA = "tbd.memory_records/1"  # written by profilers.pytorch_memory.MemoryTracker
+RECORDS_SCHEMA = rundir.PYTORCH_MEMORY_SCHEMA  # written by profilers.pytorch_memory.MemoryTracker
 
 # Label codes for allocations on the timeline: the five categories, then dynamic storages the
 # tracker knows exactly (optimizer state, inputs), kept apart so they are not counted twice.

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tbd.errors import ResultFormatError
+from tbd import rundir
+from tbd.analysis.memory_snapshots import check_snapshot_records, dynamic_bytes, max_over_steps
 from tbd.profile import MEMORY_CATEGORIES, Memory
 from tbd.records import MemoryEvents, TraceRecords
 
-RECORDS_SCHEMA = "tbd.mxnet_memory_records/1"  # written by profilers.mxnet
+RECORDS_SCHEMA = rundir.MXNET_MEMORY_SCHEMA  # written by profilers.mxnet
 _FIELDS = (("weights", "weights_bytes"), ("gradients", "gradients_bytes"),
            ("optimizer_state", "optimizer_state_bytes"), ("inputs", "input_bytes"))
 _UNSPLIT = ("MXNet 1.9's profiler records per-device storage totals without addresses or operator tags, "
@@ -49,16 +50,8 @@ def memory_breakdown(records: dict | None, trace: TraceRecords | None) -> Memory
     reasons: dict[str, str] = {"feature_maps": _UNSPLIT, "workspace": _UNSPLIT}
     parts = _exact_parts(records, reasons)
     weights, gradients = parts["weights"], parts["gradients"]
-    dynamic = None
-    if parts["optimizer_state"] is not None or parts["inputs"] is not None:
-        dynamic = (parts["optimizer_state"] or 0) + (parts["inputs"] or 0)
-        left_out = [k for k in ("optimizer_state", "inputs") if parts[k] is None]
-        reasons["dynamic"] = ("optimizer state + inputs only: other in-iteration allocations are in "
-                              "at_peak['unattributed']" + "".join(f"; leaves out {k}: {reasons[k]}" for k in left_out))
-    else:
-        reasons["dynamic"] = reasons.get("optimizer_state") or "no memory records"
-    for k in ("optimizer_state", "inputs"):
-        reasons.pop(k, None)
+    dynamic = dynamic_bytes(parts, reasons, "optimizer state + inputs only: other in-iteration allocations are in "
+                                            "at_peak['unattributed']", "no memory records")
     at_peak: dict[str, int | None] = {c: None for c in (*MEMORY_CATEGORIES, "unattributed")}
     rise, before, why = _counter_rise(records, trace)
     if rise is None or records is None:
@@ -86,35 +79,12 @@ def _exact_parts(records: dict | None, reasons: dict) -> dict[str, int | None]:
         for cat, _ in _FIELDS:
             reasons[cat] = "no memory records: the dump alone does not say which arrays are which"
         return {cat: None for cat, _ in _FIELDS}
-    _check(records)
-    out: dict[str, int | None] = {}
-    its = records["iterations"]
-    for cat, key in _FIELDS:
-        values = [it.get(key) for it in its]
-        if not values or any(v is None for v in values):
-            reasons[cat] = records["reasons"].get(cat) or ("no traced iterations were recorded" if not values
-                                                            else f"{key} was not recorded")
-            out[cat] = None
-        else:
-            out[cat] = int(max(values))
+    check_snapshot_records(records, RECORDS_SCHEMA, "MXNet", _FIELDS)
+    out = max_over_steps(records, _FIELDS, reasons)
     for cat in ("weights", "gradients"):
         if out[cat] is not None:
             reasons.pop(cat, None)
     return out
-
-
-def _check(records) -> None:
-    if not isinstance(records, dict) or records.get("schema") != RECORDS_SCHEMA:
-        raise ResultFormatError(f"MXNet memory records are not of schema {RECORDS_SCHEMA!r}")
-    if not isinstance(records.get("iterations"), list) or not isinstance(records.get("reasons"), dict):
-        raise ResultFormatError("MXNet memory records need an 'iterations' list and a 'reasons' object")
-    for i, it in enumerate(records["iterations"]):
-        if not isinstance(it, dict):
-            raise ResultFormatError(f"MXNet memory records iteration {i} is not an object")
-        for _, key in _FIELDS:
-            v = it.get(key)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
-                raise ResultFormatError(f"MXNet memory records iteration {i}: {key} is not a byte count")
 
 
 def _counter_rise(records: dict | None, trace: TraceRecords | None) -> tuple[int | None, int, str]:

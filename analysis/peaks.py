@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16")
 
@@ -152,3 +153,54 @@ def cpu_peak_flops(isa_flags: Iterable[str], cores: int, max_clock_hz: float | N
         return PeakFlops(None, "CPU clock hidden by the VM", f"{cores} cores x ? MHz x {tail}")
     formula = f"{cores} cores x {max_clock_hz / 1e6:.0f} MHz x {tail}"
     return PeakFlops(float(cores) * float(max_clock_hz) * rate, None, formula)
+
+
+@dataclass(frozen=True)
+class PeakModel:
+    """Peak FLOP/s per precision for the device that ran the kernels, and the measured ceiling."""
+
+    by_precision: dict[str, PeakFlops]
+    measured_ceiling_flops: float | None = None  # achieved FP32 GEMM FLOP/s on this device
+
+    def denominators(self) -> tuple[dict[str, float], str, str | None]:
+        """Peaks actually used per precision, the FP32 source and, if it fell back, why.
+
+        When the hardware model cannot give the FP32 peak (a VM hiding the CPU clock), the
+        measured GEMM ceiling is what remains; profile.json says so in `peak_source`.
+        """
+        used = {p: pk.value for p, pk in self.by_precision.items() if pk.value}
+        fp32 = self.by_precision.get("fp32")
+        if fp32 is not None and fp32.value:
+            return used, "hardware_model", None
+        if self.measured_ceiling_flops:
+            used["fp32"] = self.measured_ceiling_flops
+            return used, "measured_gemm", fp32.reason if fp32 else "no hardware model"
+        return used, "none", fp32.reason if fp32 else "no hardware model"
+
+
+GPU_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+
+
+def device_peak_model(environment: dict[str, Any], device_kind: str, gemm: dict | None) -> PeakModel:
+    """Peaks per precision from the hardware model of the device the kernels ran on.
+
+    Args:
+        environment: the run's environment record (profilers/host.py's keys): "gpu" with
+            compute_capability, sm_count and max_sm_clock_hz; "cpu" with isa, threads_in_use
+            (or cores_logical) and max_clock_hz.
+        device_kind: "cuda" or "cpu", what the trace's kernels ran on.
+        gemm: the measured GEMM ceiling record (its "flops_per_s"), or None.
+    """
+    ceiling = gemm.get("flops_per_s") if isinstance(gemm, dict) else None
+    if device_kind == "cuda":
+        gpu = environment.get("gpu") or {}
+        cc = gpu.get("compute_capability")
+        if not cc:
+            reason = "GPU compute capability unknown"
+            return PeakModel({p: PeakFlops(None, reason, "") for p in GPU_PRECISIONS}, ceiling)
+        return PeakModel({p: gpu_peak_flops(tuple(cc), int(gpu.get("sm_count") or 0), gpu.get("max_sm_clock_hz"), p)
+                          for p in GPU_PRECISIONS}, ceiling)
+    cpu = environment.get("cpu") or {}
+    threads = cpu.get("threads_in_use") or cpu.get("cores_logical") or 0
+    return PeakModel({p: cpu_peak_flops(cpu.get("isa") or [], int(threads), cpu.get("max_clock_hz"), p)
+                      for p in ("fp32", "fp64")}, ceiling)

@@ -9,8 +9,8 @@ Zhu et al., "Benchmarking and Analyzing Deep Neural Network Training" (IISWC 201
 from __future__ import annotations
 
 import numpy as np
-from tbd.analysis.intervals import covered_in_window_ns
 
+from tbd.analysis.intervals import covered_in_window_ns
 from tbd.records import CpuSample, KernelTable, NvmlSample, TraceRecords
 
 

@@ -14,6 +14,12 @@ import argparse
 import statistics
 import time
 
+import torch
+
+import tbd
+from tbd.profilers.pytorch import resolve_device
+from tbd.registry import load_builder
+
 
 def bare_throughput(workload, sync, warmup: int, iterations: int) -> float:
     for _ in range(warmup):
@@ -36,12 +42,6 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-
-    import torch
-    from tbd.profilers.pytorch import resolve_device
-
-    import tbd
-    from tbd.registry import load_builder
 
     device = resolve_device(torch, args.device)
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from tbd.profilers.kineto import read_trace_file, trace_records
-
+from tbd.analysis.flops import op_flops, precision_of
 from tbd.collect import profile_from_trace
+from tbd.profilers.kineto import read_trace_file, trace_records
 
 
 def _scaled_trace(source: Path, copies: int) -> dict:
@@ -69,7 +69,7 @@ def main() -> None:
         t_json = _best(lambda: json.loads(raw_text))
         t_read = _best(lambda: read_trace_file(path))
         loaded = read_trace_file(path)
-        t_records = _best(lambda: trace_records(loaded, str(path)))
+        t_records = _best(lambda: trace_records(loaded, str(path), flops_of=op_flops, precision_of=precision_of))
         t_analyze = _best(lambda: profile_from_trace(path, sm_clock_mhz=1410))
     print(f"trace: {n:,} events, {size_mb:.1f} MB")
     print(f"json.loads (floor)      {t_json:7.3f} s")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
 from tbd.profilers import nvml as _nvml
 
 CPUFREQ_MAX = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"

@@ -35,9 +35,11 @@ proportion to their self times. Busy intervals are the roots of each thread's op
 Memory. "[memory]" instant events become `MemoryEvents` in time order, all of them (not only the
 window's), because pairing an allocation with its free needs the allocations made before it.
 
-Layout: event classification and number parsing live in `profilers.kineto_events`, the op
-tree, self times and FLOP splitting in `profilers.kineto_tree`; this module reads the file and
-assembles the records.
+Layout: event classification lives in `profilers.kineto_events`, number parsing and the guards
+every reader shares in `profilers.trace_events`, the op tree, self times and FLOP splitting in
+`profilers.kineto_tree`; this module reads the file and assembles the records. The caller passes
+the FLOP formulas in (`flops_of`, `precision_of`): readers turn a trace into records and count
+nothing themselves.
 """
 
 from __future__ import annotations
@@ -49,10 +51,11 @@ import zlib
 from decimal import Decimal
 
 import numpy as np
-from tbd.profilers.kineto_events import _STEP, _classify, _column, _ns, _Raw
-from tbd.profilers.kineto_tree import _enclosing_op, _formula_roots, _op_tree, _Ops, _self_ns, _split
 
 from tbd.errors import TraceFormatError
+from tbd.profilers.kineto_events import KinetoEvents, classify_events
+from tbd.profilers.kineto_tree import OpTree, enclosing_op, formula_roots, op_tree, self_times, split_flops
+from tbd.profilers.trace_events import NO_STEPS_NOTE, column, step_number, trace_events, us_to_ns
 from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
 
 _TRACE_HINT = "export it with torch.profiler's export_chrome_trace (or on_trace_ready=tensorboard_trace_handler)"
@@ -85,39 +88,31 @@ def read_trace_file(path: str | os.PathLike) -> dict:
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"{name}: corrupt JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
                                hint="the file may be truncated; re-export the trace") from None
-    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
-        raise TraceFormatError(f'{name}: not a Kineto trace (no "traceEvents" list)', hint=_TRACE_HINT)
+    trace_events(trace, name, "a Kineto trace", _TRACE_HINT)
     return trace
 
 
-def trace_records(trace: dict, source: str, flops_of=None, precision_of=None) -> TraceRecords:
+def trace_records(trace: dict, source: str, *, flops_of, precision_of) -> TraceRecords:
     """Build the records of one loaded Kineto trace (pure: no I/O).
 
     Args:
         trace: what `read_trace_file` returned (or an equivalent dict; float times are accepted
             but lose sub-microsecond exactness at large magnitudes).
         source: the trace's name, for notes and errors.
-        flops_of: callable(OpShapes) -> FLOPs, None (no formula) or NaN (formula, shapes missing);
-            default `analysis.flops.op_flops`.
-        precision_of: callable(input types tuple) -> "fp32", "fp16", ...; default
+        flops_of: callable(OpShapes) -> FLOPs, None (no formula) or NaN (formula, shapes missing),
+            e.g. `analysis.flops.op_flops`.
+        precision_of: callable(input types tuple) -> "fp32", "fp16", ..., e.g.
             `analysis.flops.precision_of`.
     Returns:
         TraceRecords with integer-ns times; device_kind "cuda" if the trace has kernels, else "cpu".
     Raises:
         TraceFormatError: not a trace, malformed events, or no ops and no kernels.
     """
-    if flops_of is None or precision_of is None:
-        from tbd.analysis import flops as _flops  # lazy: only the default formula table needs it
-
-        flops_of = flops_of or _flops.op_flops
-        precision_of = precision_of or _flops.precision_of
-    events = trace.get("traceEvents") if isinstance(trace, dict) else None
-    if not isinstance(events, list):
-        raise TraceFormatError(f'{source}: not a Kineto trace (no "traceEvents" list)', hint=_TRACE_HINT)
-    raw = _classify(events, source)
+    events = trace_events(trace, source, "a Kineto trace", _TRACE_HINT)
+    raw = classify_events(events, source)
     if not raw.ops and not raw.kernels:
         raise TraceFormatError(f"no ops or kernels in {source}", hint="record with activities CPU (and CUDA)")
-    ops = _op_tree(raw.ops, source)
+    ops = op_tree(raw.ops, source)
     if raw.kernels:
         return _gpu_records(raw, ops, source, flops_of, precision_of)
     return _cpu_records(raw, ops, source, flops_of, precision_of)
@@ -127,11 +122,11 @@ def trace_records(trace: dict, source: str, flops_of=None, precision_of=None) ->
 # Steps and window
 
 
-def _host_steps(raw: _Raw, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _host_steps(raw: KinetoEvents, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(number, start_ns, host_end_ns) of the ProfilerStep spans, sorted by start."""
-    number = np.array([int(_STEP.match(str(e["name"])).group(1)) for e in raw.steps], dtype=np.int64)
-    start = np.array(_column(raw.steps, source, "ProfilerStep", lambda e: _ns(e["ts"])), dtype=np.int64)
-    end = start + np.array(_column(raw.steps, source, "ProfilerStep", lambda e: _ns(e["dur"])), dtype=np.int64)
+    number = np.array([step_number(str(e["name"])) for e in raw.steps], dtype=np.int64)
+    start = np.array(column(raw.steps, source, "ProfilerStep", lambda e: us_to_ns(e["ts"])), dtype=np.int64)
+    end = start + np.array(column(raw.steps, source, "ProfilerStep", lambda e: us_to_ns(e["dur"])), dtype=np.int64)
     order = np.argsort(start, kind="stable")
     return number[order], start[order], end[order]
 
@@ -144,15 +139,15 @@ def _step_of(t_ns: np.ndarray, steps: tuple) -> np.ndarray:
     return np.where(ok, i, -1)
 
 
-def _window(raw: _Raw, spans: tuple[StepSpan, ...], source: str) -> tuple[int, int, tuple[str, ...]]:
+def _window(raw: KinetoEvents, spans: tuple[StepSpan, ...], source: str) -> tuple[int, int, tuple[str, ...]]:
     if spans:
         return spans[0].start_ns, max(s.end_ns for s in spans), ()
     # The profiler's own session span and global instants ("Record Window End") are not activity.
     timed = [ev for ev in raw.events if ev.get("ph") in ("X", "i") and ev.get("cat") != "Trace"
              and ev.get("s") != "g" and "ts" in ev]
-    start = _column(timed, source, "timed", lambda e: _ns(e["ts"]))
-    end = _column(timed, source, "timed", lambda e: _ns(e["ts"]) + (_ns(e["dur"]) if "dur" in e else 0))
-    return min(start), max(end), ("no ProfilerStep spans: the whole trace is the window",)
+    start = column(timed, source, "timed", lambda e: us_to_ns(e["ts"]))
+    end = column(timed, source, "timed", lambda e: us_to_ns(e["ts"]) + (us_to_ns(e["dur"]) if "dur" in e else 0))
+    return min(start), max(end), (NO_STEPS_NOTE,)
 
 
 def _spans(steps: tuple, device_end_ns: np.ndarray, device_step: np.ndarray) -> tuple[StepSpan, ...]:
@@ -164,11 +159,11 @@ def _spans(steps: tuple, device_end_ns: np.ndarray, device_step: np.ndarray) -> 
     return tuple(StepSpan(int(n), int(s), int(h), int(e)) for n, s, h, e in zip(number, start, end, last))
 
 
-def _memory(raw: _Raw, source: str) -> MemoryEvents | None:
+def _memory(raw: KinetoEvents, source: str) -> MemoryEvents | None:
     if not raw.memory:
         return None
-    col = lambda get: _column(raw.memory, source, "[memory]", get)  # noqa: E731
-    ts = np.array(col(lambda e: _ns(e["ts"])), dtype=np.int64)
+    col = lambda get: column(raw.memory, source, "[memory]", get)  # noqa: E731
+    ts = np.array(col(lambda e: us_to_ns(e["ts"])), dtype=np.int64)
     order = np.argsort(ts, kind="stable")
     return MemoryEvents(
         ts_ns=ts[order],
@@ -183,7 +178,7 @@ def _in_window(start_ns: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return (start_ns >= lo) & (start_ns <= hi)
 
 
-def _op_table(ops: _Ops, keep: np.ndarray) -> OpTable:
+def _op_table(ops: OpTree, keep: np.ndarray) -> OpTable:
     return OpTable(name=ops.name[keep], start_ns=ops.start_ns[keep], end_ns=ops.end_ns[keep], tid=ops.tid[keep])
 
 
@@ -191,12 +186,12 @@ def _op_table(ops: _Ops, keep: np.ndarray) -> OpTable:
 # GPU and CPU records
 
 
-def _gpu_records(raw: _Raw, ops: _Ops, source: str, flops_of, precision_of) -> TraceRecords:
+def _gpu_records(raw: KinetoEvents, ops: OpTree, source: str, flops_of, precision_of) -> TraceRecords:
     k = raw.kernels
-    col = lambda get: _column(k, source, "kernel", get)  # noqa: E731
+    col = lambda get: column(k, source, "kernel", get)  # noqa: E731
     name = np.array(col(lambda e: str(e["name"])), dtype=object)
-    start = np.array(col(lambda e: _ns(e["ts"])), dtype=np.int64)
-    dur = np.array(col(lambda e: _ns(e["dur"])), dtype=np.int64)
+    start = np.array(col(lambda e: us_to_ns(e["ts"])), dtype=np.int64)
+    dur = np.array(col(lambda e: us_to_ns(e["dur"])), dtype=np.int64)
     # Older traces lack args.device/stream; Kineto's GPU rows use pid = device, tid = stream.
     device = np.array(col(lambda e: int(e["args"].get("device", e.get("pid")))), dtype=np.int64)
     stream = np.array(col(lambda e: int(e["args"].get("stream", e.get("tid")))), dtype=np.int64)
@@ -206,9 +201,9 @@ def _gpu_records(raw: _Raw, ops: _Ops, source: str, flops_of, precision_of) -> T
     step_idx[launch_ts < 0] = -1
     spans = _spans(steps, start + dur, step_idx)
     lo, hi, notes = _window(raw, spans, source)
-    root, total = _formula_roots(ops, launch_op, flops_of)
+    root, total = formula_roots(ops, launch_op, flops_of)
     kroot = np.where(launch_op >= 0, root[np.maximum(launch_op, 0)], -1)
-    flops = _split(total, kroot, dur)
+    flops = split_flops(total, kroot, dur)
     op_name = np.array([ops.name[r] if r >= 0 else (ops.name[o] if o >= 0 else "")
                         for r, o in zip(kroot.tolist(), launch_op.tolist())], dtype=object)
     source_col = np.where(np.isfinite(flops), ANALYTIC, "").astype(object)
@@ -223,7 +218,7 @@ def _gpu_records(raw: _Raw, ops: _Ops, source: str, flops_of, precision_of) -> T
                         _op_table(ops, _in_window(ops.start_ns, lo, hi)), _memory(raw, source), notes)
 
 
-def _launches(raw: _Raw, ops: _Ops, kernels: list, source: str) -> tuple[np.ndarray, np.ndarray]:
+def _launches(raw: KinetoEvents, ops: OpTree, kernels: list, source: str) -> tuple[np.ndarray, np.ndarray]:
     """Per kernel: start of its launching runtime call (-1 if none) and its launching op (-1 if none)."""
     call: dict = {}
     for ev in raw.launches:
@@ -236,12 +231,12 @@ def _launches(raw: _Raw, ops: _Ops, kernels: list, source: str) -> tuple[np.ndar
     for i, ev in enumerate(kernels):
         found = call.get((ev.get("args") or {}).get("correlation"))
         if found is not None:
-            ts[i] = _column(found[:1], source, "runtime", lambda e: _ns(e["ts"]))[0]
-            op[i] = _enclosing_op(ops, found[1], int(ts[i]))
+            ts[i] = column(found[:1], source, "runtime", lambda e: us_to_ns(e["ts"]))[0]
+            op[i] = enclosing_op(ops, found[1], int(ts[i]))
     return ts, op
 
 
-def _kernel_precision(ops: _Ops, kroot: np.ndarray, name: np.ndarray, precision_of) -> np.ndarray:
+def _kernel_precision(ops: OpTree, kroot: np.ndarray, name: np.ndarray, precision_of) -> np.ndarray:
     by_root = {r: precision_of(tuple((ops.events[r].get("args") or {}).get("Input type", ())))
                for r in np.unique(kroot[kroot >= 0]).tolist()}
     out = []
@@ -252,7 +247,7 @@ def _kernel_precision(ops: _Ops, kroot: np.ndarray, name: np.ndarray, precision_
     return np.array(out, dtype=object)
 
 
-def _gpu_notes(raw: _Raw, launch_ts: np.ndarray, keep: np.ndarray) -> tuple[str, ...]:
+def _gpu_notes(raw: KinetoEvents, launch_ts: np.ndarray, keep: np.ndarray) -> tuple[str, ...]:
     notes = []
     if raw.copies:
         notes.append(f"{raw.copies} memcpy/memset events not counted as kernels or busy time")
@@ -265,15 +260,15 @@ def _gpu_notes(raw: _Raw, launch_ts: np.ndarray, keep: np.ndarray) -> tuple[str,
     return tuple(notes)
 
 
-def _cpu_records(raw: _Raw, ops: _Ops, source: str, flops_of, precision_of) -> TraceRecords:
+def _cpu_records(raw: KinetoEvents, ops: OpTree, source: str, flops_of, precision_of) -> TraceRecords:
     n = len(ops.name)
     child = ops.parent >= 0
-    self_ns = _self_ns(ops)
+    self_ns = self_times(ops)
     steps = _host_steps(raw, source)
     spans = _spans(steps, np.array([], dtype=np.int64), np.array([], dtype=np.int64))
     lo, hi, notes = _window(raw, spans, source)
-    root, total = _formula_roots(ops, np.arange(n), flops_of)
-    flops = _split(total, root, self_ns)
+    root, total = formula_roots(ops, np.arange(n), flops_of)
+    flops = split_flops(total, root, self_ns)
     op_name = np.where(root >= 0, ops.name[np.maximum(root, 0)], ops.name).astype(object)
     by_root = {r: precision_of(tuple((ops.events[r].get("args") or {}).get("Input type", ())))
                for r in total}

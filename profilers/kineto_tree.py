@@ -1,9 +1,9 @@
 """The per-thread op tree of a Kineto trace, op self times, and FLOP attribution over the tree.
 
-cpu_ops nest by time on their thread; `_op_tree` finds each op's parent, `_enclosing_op` the
-innermost op open at a launch call, `_self_ns` each op's self time. `_formula_roots` finds the
-outermost ancestor with a FLOP formula and `_split` shares its FLOPs among the rows beneath it,
-as `profilers.kineto` describes.
+cpu_ops nest by time on their thread; `op_tree` finds each op's parent, `enclosing_op` the
+innermost op open at a launch call, `self_times` each op's self time. `formula_roots` finds the
+outermost ancestor with a FLOP formula and `split_flops` shares its FLOPs among the rows beneath
+it, as `profilers.kineto` describes.
 """
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tbd.profilers.kineto_events import _column, _ns, _thread_codes
+
+from tbd.profilers.kineto_events import thread_codes
+from tbd.profilers.trace_events import column, us_to_ns
+from tbd.records import OpShapes
 
 
 @dataclass(frozen=True)
-class _Ops:
+class OpTree:
     """cpu_ops sorted by (thread, start, longest first) so every parent precedes its children."""
 
     events: list
@@ -29,12 +32,12 @@ class _Ops:
     codes: dict  # (pid, tid) -> thread code
 
 
-def _op_tree(events: list, source: str) -> _Ops:
-    start = np.array(_column(events, source, "cpu_op", lambda e: _ns(e["ts"])), dtype=np.int64)
-    end = start + np.array(_column(events, source, "cpu_op", lambda e: _ns(e["dur"])), dtype=np.int64)
+def op_tree(events: list, source: str) -> OpTree:
+    start = np.array(column(events, source, "cpu_op", lambda e: us_to_ns(e["ts"])), dtype=np.int64)
+    end = start + np.array(column(events, source, "cpu_op", lambda e: us_to_ns(e["dur"])), dtype=np.int64)
     codes: dict = {}
-    thread = _thread_codes(events, codes)
-    tid = np.array(_column(events, source, "cpu_op", lambda e: int(e["tid"])), dtype=np.int64)
+    thread = thread_codes(events, codes)
+    tid = np.array(column(events, source, "cpu_op", lambda e: int(e["tid"])), dtype=np.int64)
     order = np.lexsort((-end, start, thread))
     start, end, thread, tid = start[order], end[order], thread[order], tid[order]
     evs = [events[i] for i in order]
@@ -44,7 +47,7 @@ def _op_tree(events: list, source: str) -> _Ops:
     lo = np.concatenate(([0], bounds)).astype(int) if len(thread) else np.array([], dtype=int)
     hi = np.concatenate((bounds, [len(thread)])).astype(int) if len(thread) else np.array([], dtype=int)
     first = {int(thread[a]): (int(a), int(b)) for a, b in zip(lo, hi)}
-    return _Ops(evs, name, start, end, thread, tid, parent, first, codes)
+    return OpTree(evs, name, start, end, thread, tid, parent, first, codes)
 
 
 def _parents(start: list, end: list, thread: list) -> np.ndarray:
@@ -64,7 +67,7 @@ def _parents(start: list, end: list, thread: list) -> np.ndarray:
     return parent
 
 
-def _enclosing_op(ops: _Ops, thread: int, t_ns: int) -> int:
+def enclosing_op(ops: OpTree, thread: int, t_ns: int) -> int:
     """Innermost op on `thread` with start <= t < end, or -1."""
     span = ops.first.get(thread)
     if span is None:
@@ -77,7 +80,7 @@ def _enclosing_op(ops: _Ops, thread: int, t_ns: int) -> int:
     return i if i >= lo else -1
 
 
-def _self_ns(ops: _Ops) -> np.ndarray:
+def self_times(ops: OpTree) -> np.ndarray:
     """Self time of every op in ns: its duration minus its direct children's, per thread."""
     n = len(ops.name)
     dur = ops.end_ns - ops.start_ns
@@ -88,8 +91,6 @@ def _self_ns(ops: _Ops) -> np.ndarray:
 
 
 def _shapes(ev: dict):
-    from tbd.analysis.flops import OpShapes  # lazy: records only need it when counting FLOPs
-
     args = ev.get("args") or {}
     return OpShapes(
         name=str(ev.get("name", "")),
@@ -108,7 +109,7 @@ def _tuples(value):
                  for v in value)
 
 
-def _formula_roots(ops: _Ops, wanted: np.ndarray, flops_of) -> tuple[np.ndarray, dict]:
+def formula_roots(ops: OpTree, wanted: np.ndarray, flops_of) -> tuple[np.ndarray, dict]:
     """For each op in `wanted`, its outermost ancestor-or-self with a formula (-1 if none).
 
     Returns the per-op root index (for all ops; -1 where not computed or none) and {root: FLOPs}.
@@ -133,7 +134,7 @@ def _formula_roots(ops: _Ops, wanted: np.ndarray, flops_of) -> tuple[np.ndarray,
     return root, flops
 
 
-def _split(total: dict, root: np.ndarray, weight_ns: np.ndarray) -> np.ndarray:
+def split_flops(total: dict, root: np.ndarray, weight_ns: np.ndarray) -> np.ndarray:
     """Each root's FLOPs shared among the rows under it in proportion to `weight_ns`; NaN elsewhere."""
     out = np.full(len(root), np.nan)
     has = root >= 0

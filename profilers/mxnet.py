@@ -23,31 +23,132 @@ has its own profiler and no NVTX annotation in 1.9.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
-import shutil
-import tempfile
-from pathlib import Path
-from typing import Any
+import sys
+from importlib import metadata
+from typing import Any, Callable
 
-from tbd.profilers.mxnet_shapes import ShapeLog, _flat_arrays
-from tbd.profilers.windows import run_stages
+import numpy as np
 
 from tbd import rundir
+from tbd.profilers.gemm import best_seconds_per_call
+from tbd.profilers.hook import (
+    Device,
+    FrameworkHook,
+    TraceWindow,
+    environment_from_nvml,
+    gpu_index,
+    missing_parts_reasons,
+)
+from tbd.profilers.loop import run_trace_window
+from tbd.profilers.mxnet_shapes import ShapeLog, flat_arrays
 from tbd.records import RunSpec
-from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window
 
-MEMORY_SCHEMA = "tbd.mxnet_memory_records/1"
-SHAPES = rundir.MXNET_SHAPES
 # Imperative autograd reads the first, hybridized blocks' cached graphs the other two.
 _BULK_ENVS = ("MXNET_EXEC_BULK_EXEC_TRAIN", "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_FWD",
               "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_BWD")
 
 
+class MXNetHook(FrameworkHook):
+    """MXNet's own profiler for the trace window, plus the operand shapes and array sizes it lacks."""
+
+    framework = "mxnet"
+
+    @property
+    def mx(self) -> Any:
+        # Imported in prepare(), after the environment variables MXNet reads when it loads are set.
+        import mxnet
+
+        return mxnet
+
+    def prepare(self, spec: RunSpec, notes: list[str]) -> Device:
+        bulk_note = _disable_backward_bulking()
+        if bulk_note:
+            notes.append(bulk_note)
+        if spec.threads:
+            # MXNet's CPU operators use OpenMP; the thread count is read when the library loads. Without
+            # it MXNet picks its own (one thread on a 2-core VM here: half the machine).
+            os.environ["OMP_NUM_THREADS"] = str(spec.threads)
+        mx = self.mx
+        mx.random.seed(spec.seed)
+        np.random.seed(spec.seed)
+        return self.device(spec.device)
+
+    def device(self, requested: str) -> Device:
+        """The Device for "auto", "cpu", "cuda" or "cuda:N": its handle is an mx.Context."""
+        mx = self.mx
+        index = gpu_index(requested, mx.context.num_gpus(), "MXNet", "install a CUDA build of mxnet (mxnet-cu1xx)")
+        return Device("cpu", -1, mx.cpu()) if index < 0 else Device(f"cuda:{index}", index, mx.gpu(index))
+
+    def environment(self, spec: RunSpec, device: Device) -> dict:
+        return environment_from_nvml(versions(), spec, device)
+
+    def synchronizer(self, device: Device) -> Callable[[], None]:
+        # MXNet's engine is asynchronous on the CPU too: waitall() is the synchronisation.
+        return self.mx.nd.waitall
+
+    def parameter_count(self, model: Any) -> int:
+        return int(sum(int(p.data().size) for p in model.collect_params().values()))
+
+    def gemm_ceiling(self, device: Device) -> dict:
+        return measured_gemm_ceiling(self.mx, device.handle, n=4096 if device.is_gpu else 2048)
+
+    def trace_window(self, window: TraceWindow) -> None:
+        mx, workload, lead_in = self.mx, window.workload, window.lead_in
+        dump = window.scratch / "mxnet_profile.json"
+        domain = mx.profiler.Domain("tbd")
+        shapes = ShapeLog([workload.model, *workload.aux_modules], workload.inputs, workload.optimizer)
+        snapshots: list[dict] = []
+
+        @contextlib.contextmanager
+        def around_step(i: int):
+            number = lead_in + i  # numbered as torch.profiler numbers them: lead-in steps first
+            task = mx.profiler.Task(domain, f"ProfilerStep#{number}")
+            task.start()
+            with shapes.step(number):
+                yield
+            task.stop()
+            snapshots.append({"step": number,
+                              **memory_snapshot(workload.model, workload.optimizer, workload.inputs)})
+
+        # Operators (imperative and symbolic) and storage counters; C-API call events are left out:
+        # they are most of the dump's size and tbd reads none of them.
+        mx.profiler.set_config(profile_symbolic=True, profile_imperative=True, profile_memory=True,
+                               profile_api=False, aggregate_stats=False, continuous_dump=False, filename=str(dump))
+        mx.profiler.set_state("run")
+        try:
+            run_trace_window(window.hooks, window.spec.trace_iterations, window.state, around_step=around_step,
+                             after_step=lambda: None, progress=window.progress, lead_in=lead_in)
+        finally:
+            mx.nd.waitall()
+            mx.profiler.set_state("stop")
+            shapes.close()
+        mx.profiler.dump()
+        rundir.atomic_write_json(window.run_dir / rundir.MXNET_SHAPES,
+                                 {"schema": rundir.MXNET_SHAPES_SCHEMA, "steps": shapes.steps})
+        rundir.atomic_write_json(window.run_dir / rundir.MEMORY, memory_records(window.device, snapshots, workload))
+        if dump.exists():
+            window.write_trace(dump.read_bytes())
+
+
+#: The runner child's hook for `--framework mxnet`.
+HOOK = MXNetHook()
+
+
+def memory_records(device: Device, snapshots: list[dict], workload: Any) -> dict:
+    """raw/memory.json: per traced step, the exact bytes memory_snapshot counts, and why a part is null."""
+    reasons = missing_parts_reasons(workload, "Gluon Block", "gluon.Trainer")
+    static = _static_alloc_blocks(workload.model)
+    if static:
+        reasons["at_peak"] = (f"{static} hybridized block(s) use static_alloc: their feature maps and workspace "
+                              "live in buffers allocated at the first iteration, before tracing, which MXNet's "
+                              "storage counter does not see, so allocator_peak leaves them out")
+    return {"schema": rundir.MXNET_MEMORY_SCHEMA, "device_index": device.index, "iterations": snapshots,
+            "reasons": reasons}
+
+
 def versions() -> dict:
     """MXNet and numpy versions from package metadata (imports neither)."""
-    from importlib import metadata
-
     out = {}
     for dist, key in (("mxnet", "mxnet"), ("numpy", "numpy")):
         try:
@@ -65,62 +166,8 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return "out of memory" in text or "cudaerrormemoryallocation" in text or "failed to allocate" in text
 
 
-def resolve_device(mx: Any, requested: str) -> tuple[Any, str]:
-    """(mx.Context, tbd device name): "auto" is gpu(0) when MXNet sees a GPU, else the CPU."""
-    from tbd.errors import UsageError
-
-    gpus = mx.context.num_gpus()
-    if requested == "auto":
-        return (mx.gpu(0), "cuda:0") if gpus > 0 else (mx.cpu(), "cpu")
-    if requested == "cpu":
-        return mx.cpu(), "cpu"
-    if requested == "cuda" or requested.startswith("cuda:"):
-        index_text = requested.partition(":")[2] or "0"
-        if not index_text.isdigit():
-            raise UsageError(f"unknown device '{requested}'", hint="use auto, cpu, cuda or cuda:N")
-        index = int(index_text)
-        if index >= gpus:
-            raise UsageError(f"device '{requested}' requested but MXNet sees {gpus} GPU(s)",
-                             hint="use --device cpu, or install a CUDA build of mxnet (mxnet-cu1xx)")
-        return mx.gpu(index), f"cuda:{index}"
-    raise UsageError(f"unknown device '{requested}'", hint="use auto, cpu, cuda or cuda:N")
-
-
-def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) -> None:
-    """Build the workload and run every stage, writing raw records; `state` keeps what ran."""
-    bulk_note = _disable_backward_bulking()
-    if spec.threads:
-        # MXNet's CPU operators use OpenMP; the thread count is read when the library loads. Without
-        # it MXNet picks its own (one thread on a 2-core VM here: half the machine).
-        os.environ["OMP_NUM_THREADS"] = str(spec.threads)
-    import mxnet as mx
-    import numpy as np
-    from tbd.profilers import host
-
-    from tbd.registry import load_builder
-
-    mx.random.seed(spec.seed)
-    np.random.seed(spec.seed)
-    ctx, device = resolve_device(mx, spec.device)
-    rundir.atomic_write_json(run_dir / rundir.SPEC, {**spec.to_dict(), "device": device,
-                                                     "device_requested": spec.device})
-    rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT, _environment(host, spec, ctx))
-    if bulk_note:
-        state.notes.append(bulk_note)
-    progress({"stage": "build", "done": 0, "total": 1})
-    workload = load_builder(spec.model, "mxnet")(batch=spec.batch, device=ctx, size=spec.size, seed=spec.seed)
-    progress({"stage": "build", "done": 1, "total": 1})
-    try:
-        _run_stages(mx, workload, spec, run_dir, ctx, state, progress)
-    finally:
-        if workload.close is not None:
-            workload.close()
-
-
 def _disable_backward_bulking() -> str | None:
     """Switch operator bulking off before MXNet reads its settings; a note if that failed."""
-    import sys
-
     user = [f"{k}={os.environ[k]}" for k in _BULK_ENVS if os.environ.get(k, "0") != "0"]
     if user:
         return (f"{', '.join(user)} set by the user: bulked operators show as ImperativeBulk events "
@@ -133,23 +180,7 @@ def _disable_backward_bulking() -> str | None:
     return None
 
 
-def _environment(host: Any, spec: RunSpec, ctx: Any) -> dict:
-    env = host.environment(versions())
-    cpu = env["cpu"]
-    if spec.threads:
-        cpu["threads_in_use"] = min(int(spec.threads), cpu["cores_available"] or cpu["cores_logical"])
-    if ctx.device_type == "gpu":
-        from tbd.profilers.nvml import gpu_facts_from_nvml
-
-        env["gpu"], env["gpu_reason"] = gpu_facts_from_nvml(ctx.device_id), None
-    else:
-        env["gpu_reason"] = "the run used device cpu"
-    return env
-
-
 def _nbytes(arr: Any) -> int:
-    import numpy as np
-
     return int(arr.size) * int(np.dtype(arr.dtype).itemsize)
 
 
@@ -177,88 +208,10 @@ def memory_snapshot(model: Any, trainer: Any, inputs: Any) -> dict:
     trainers = [] if trainer is None else list(trainer) if isinstance(trainer, (list, tuple)) else [trainer]
     if trainers and all(getattr(t, "_updaters", None) is not None for t in trainers):
         out["optimizer_state_bytes"] = total([a for t in trainers for u in t._updaters for s in u.states.values()
-                                              for a in _flat_arrays(s)])
+                                              for a in flat_arrays(s)])
     if inputs is not None:
         out["input_bytes"] = total(list(inputs()))
     return out
-
-
-def _run_stages(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, state: LoopState,
-                progress: ProgressFn) -> None:
-    is_gpu = ctx.device_type == "gpu"
-    # MXNet's engine is asynchronous on the CPU too: waitall() is the synchronisation.
-    hooks = LoopHooks(step=workload.step, synchronize=mx.nd.waitall, samples_counter=workload.samples_counter)
-    nvml = None
-    if is_gpu:
-        from tbd.profilers.nvml import NvmlSampler
-
-        nvml = NvmlSampler(ctx.device_id)
-    params = None if workload.model is None else int(sum(int(p.data().size)
-                                                         for p in workload.model.collect_params().values()))
-    run_stages(hooks, workload, spec, state, run_dir, progress, parameters=params, nvml=nvml,
-               trace_window=lambda: _trace_window(mx, workload, spec, run_dir, ctx, hooks, state, progress),
-               gemm_ceiling=lambda: measured_gemm_ceiling(mx, ctx, n=4096 if is_gpu else 2048))
-
-
-def _trace_window(mx: Any, workload: Any, spec: RunSpec, run_dir: Path, ctx: Any, hooks: LoopHooks,
-                  state: LoopState, progress: ProgressFn) -> None:
-    from tbd.profilers.mxnet_trace import SHAPES_SCHEMA
-
-    tmp_dir = Path(tempfile.mkdtemp(prefix=".trace-", dir=run_dir))
-    dump = tmp_dir / "mxnet_profile.json"
-    # One lead-in step under the profiler, unmarked: its first step carries the start-up cost.
-    lead_in = 1
-    domain = mx.profiler.Domain("tbd")
-    shapes = ShapeLog([workload.model, *workload.aux_modules], workload.inputs, workload.optimizer)
-    snapshots: list[dict] = []
-
-    @contextlib.contextmanager
-    def around_step(i: int):
-        number = lead_in + i  # numbered as torch.profiler numbers them: lead-in steps first
-        task = mx.profiler.Task(domain, f"ProfilerStep#{number}")
-        task.start()
-        with shapes.step(number):
-            yield
-        task.stop()
-        snapshots.append({"step": number, **memory_snapshot(workload.model, workload.optimizer, workload.inputs)})
-
-    # Operators (imperative and symbolic) and storage counters; C-API call events are left out:
-    # they are most of the dump's size and tbd reads none of them.
-    mx.profiler.set_config(profile_symbolic=True, profile_imperative=True, profile_memory=True, profile_api=False,
-                           aggregate_stats=False, continuous_dump=False, filename=str(dump))
-    try:
-        mx.profiler.set_state("run")
-        try:
-            run_trace_window(hooks, spec.trace_iterations, state, around_step=around_step,
-                             after_step=lambda: None, progress=progress, lead_in=lead_in)
-        finally:
-            mx.nd.waitall()
-            mx.profiler.set_state("stop")
-            shapes.close()
-        mx.profiler.dump()
-        rundir.atomic_write_json(run_dir / SHAPES, {"schema": SHAPES_SCHEMA, "steps": shapes.steps})
-        rundir.atomic_write_json(run_dir / rundir.MEMORY, _memory_records(ctx, snapshots, workload))
-        if dump.exists():
-            rundir.atomic_write_bytes(run_dir / rundir.TRACE, gzip.compress(dump.read_bytes(), compresslevel=6))
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-
-
-def _memory_records(ctx: Any, snapshots: list[dict], workload: Any) -> dict:
-    reasons = {}
-    for key, what, attr in (("weights", "no model (Gluon Block) given", "model"),
-                            ("gradients", "no model (Gluon Block) given", "model"),
-                            ("optimizer_state", "no gluon.Trainer given", "optimizer"),
-                            ("inputs", "the workload does not expose its input pool", "inputs")):
-        if getattr(workload, attr) is None:
-            reasons[key] = what
-    static = _static_alloc_blocks(workload.model)
-    if static:
-        reasons["at_peak"] = (f"{static} hybridized block(s) use static_alloc: their feature maps and workspace "
-                              "live in buffers allocated at the first iteration, before tracing, which MXNet's "
-                              "storage counter does not see, so allocator_peak leaves them out")
-    return {"schema": MEMORY_SCHEMA, "device_index": ctx.device_id if ctx.device_type == "gpu" else -1,
-            "iterations": snapshots, "reasons": reasons}
 
 
 def _static_alloc_blocks(model: Any) -> int:
@@ -295,8 +248,6 @@ def measured_gemm_ceiling(mx: Any, ctx: Any, n: int = 2048, repeats: int = 5) ->
         # data (n x n) times weight^T (n x n): the same 2 n^3 FLOPs through oneDNN.
         "FullyConnected": lambda: mx.nd.FullyConnected(a, b, no_bias=True, num_hidden=n, out=out),
     }
-    from tbd.profilers.gemm import best_seconds_per_call
-
     timed = {name: best_seconds_per_call(fn, mx.nd.waitall, repeats) for name, fn in paths.items()}
     path = min(timed, key=lambda k: timed[k][0])
     best, inner = timed[path]

@@ -14,15 +14,17 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
-from typing import Any
+from typing import Any, Callable
+
+import numpy as np
 
 
-def _flat_arrays(obj: Any) -> list:
+def flat_arrays(obj: Any) -> list:
     """NDArrays inside an updater state (an NDArray, None, or nested tuples/lists of them)."""
     if obj is None:
         return []
     if isinstance(obj, (tuple, list)):
-        return [a for o in obj for a in _flat_arrays(o)]
+        return [a for o in obj for a in flat_arrays(o)]
     return [obj] if hasattr(obj, "shape") and hasattr(obj, "dtype") else []
 
 
@@ -42,6 +44,8 @@ class ShapeLog:
                 self._attach(block)
 
     def _attach(self, block: Any) -> None:
+        # Lazy: MXNet reads its environment variables when it loads (the hook sets them in prepare()),
+        # and this module imports where mxnet is not installed.
         from mxnet.gluon import nn, rnn
 
         kinds = [(getattr(nn, "Dense"), self._dense)]
@@ -120,7 +124,7 @@ class ShapeLog:
         if self._step is None or getattr(block, "_cached_graph", None) in (None, ()):
             return
         syms, out = block._cached_graph
-        arrays = _flat_arrays(list(inputs))
+        arrays = flat_arrays(list(inputs))
         if len(arrays) != len(syms):
             return
         data = {sym.name: a for sym, a in zip(syms, arrays)}
@@ -128,13 +132,7 @@ class ShapeLog:
         _, out_shapes, _ = internals.infer_shape_partial(**{k: a.shape for k, a in data.items()})
         shape_of = dict(zip(internals.list_outputs(), out_shapes))
         nodes = json.loads(out.tojson())["nodes"]
-        # The arithmetic runs in the parameters' type: the graph's first input may be token ids.
-        import numpy as np
-
-        # A block without parameters (a loss) computes in its first floating-point input's type.
-        dtype = next((np.dtype(p.dtype).name for p in block.collect_params().values()
-                      if np.issubdtype(np.dtype(p.dtype), np.floating)), "") or next(
-            (np.dtype(a.dtype).name for a in arrays if np.issubdtype(np.dtype(a.dtype), np.floating)), "")
+        dtype = _graph_dtype(block, arrays)
 
         def entry(e: list) -> list | None:
             node = nodes[e[0]]
@@ -154,34 +152,50 @@ class ShapeLog:
                     "op": node["op"], "inputs": [entry(e) for e in node["inputs"]], "output": entry([i, 0, 0]),
                     "attrs": dict(node.get("attrs") or {}), "dtype": dtype})
                 continue
-            attrs = {k: ast.literal_eval(v) if v[:1] in "(0123456789-" else v
-                     for k, v in (node.get("attrs") or {}).items()}
-            src = nodes[node["inputs"][0][0]]
-            x = data.get(src["name"]) if src["op"] == "null" else None
-            if node["op"] == "RNN":
-                # MXNet's RNN operator reads data as [T, N, C] (gluon swaps NTC input before it);
-                # its parameters arrive as one flat vector, so the sizes come from the attributes.
-                shape = entry(node["inputs"][0])
-                if shape is None or len(shape) != 3:
-                    continue
-                proj = attrs.get("projection_size", "None")
-                weight_grad = any(grad_req.get(nodes[j]["name"], "null") != "null"
-                                  for j in _ancestors(nodes, node["inputs"][1][0]) if nodes[j]["op"] == "null")
-                self.steps[str(self._step)].append(_rnn_call(
-                    attrs["mode"], shape[0], shape[1], shape[2], attrs["state_size"], attrs.get("num_layers", 1),
-                    str(attrs.get("bidirectional", "False")) == "True", None if proj == "None" else proj,
-                    weight_grad, x is None or self._needs_grad(x), dtype))
-                continue
-            call = {"op": node["op"], "input": entry(node["inputs"][0]), "weight": entry(node["inputs"][1]),
-                    "output": entry([i, 0, 0]), "input_grad": x is None or self._needs_grad(x), "dtype": dtype}
-            if None in (call["input"], call["weight"], call["output"]):
-                continue
-            if node["op"] == "Convolution":
-                nsp = len(attrs["kernel"])
-                call.update(stride=list(attrs.get("stride") or (1,) * nsp), pad=list(attrs.get("pad") or (0,) * nsp),
-                            dilate=list(attrs.get("dilate") or (1,) * nsp), groups=int(attrs.get("num_group", 1)),
-                            bias=str(attrs.get("no_bias", "False")) != "True")
-            self.steps[str(self._step)].append(call)
+            call = self._layer_call(nodes, i, entry, data, grad_req, dtype)
+            if call is not None:
+                self.steps[str(self._step)].append(call)
+
+    def _layer_call(self, nodes: list, i: int, entry: Callable[[list], list | None], data: dict, grad_req: dict,
+                    dtype: str) -> dict | None:
+        """Cached-graph node i (Convolution, FullyConnected or RNN) logged as its layer's hook logs it;
+        None when shape inference left a shape unknown."""
+        node = nodes[i]
+        attrs = {k: ast.literal_eval(v) if v[:1] in "(0123456789-" else v
+                 for k, v in (node.get("attrs") or {}).items()}
+        src = nodes[node["inputs"][0][0]]
+        x = data.get(src["name"]) if src["op"] == "null" else None
+        if node["op"] == "RNN":
+            # MXNet's RNN operator reads data as [T, N, C] (gluon swaps NTC input before it);
+            # its parameters arrive as one flat vector, so the sizes come from the attributes.
+            shape = entry(node["inputs"][0])
+            if shape is None or len(shape) != 3:
+                return None
+            proj = attrs.get("projection_size", "None")
+            weight_grad = any(grad_req.get(nodes[j]["name"], "null") != "null"
+                              for j in _ancestors(nodes, node["inputs"][1][0]) if nodes[j]["op"] == "null")
+            return _rnn_call(
+                attrs["mode"], shape[0], shape[1], shape[2], attrs["state_size"], attrs.get("num_layers", 1),
+                str(attrs.get("bidirectional", "False")) == "True", None if proj == "None" else proj,
+                weight_grad, x is None or self._needs_grad(x), dtype)
+        call = {"op": node["op"], "input": entry(node["inputs"][0]), "weight": entry(node["inputs"][1]),
+                "output": entry([i, 0, 0]), "input_grad": x is None or self._needs_grad(x), "dtype": dtype}
+        if None in (call["input"], call["weight"], call["output"]):
+            return None
+        if node["op"] == "Convolution":
+            nsp = len(attrs["kernel"])
+            call.update(stride=list(attrs.get("stride") or (1,) * nsp), pad=list(attrs.get("pad") or (0,) * nsp),
+                        dilate=list(attrs.get("dilate") or (1,) * nsp), groups=int(attrs.get("num_group", 1)),
+                        bias=str(attrs.get("no_bias", "False")) != "True")
+        return call
+
+
+def _graph_dtype(block: Any, arrays: list) -> str:
+    """The type a cached graph computes in: its parameters' (the graph's first input may be token
+    ids), or for a block without parameters (a loss) its first floating-point input's."""
+    return next((np.dtype(p.dtype).name for p in block.collect_params().values()
+                 if np.issubdtype(np.dtype(p.dtype), np.floating)), "") or next(
+        (np.dtype(a.dtype).name for a in arrays if np.issubdtype(np.dtype(a.dtype), np.floating)), "")
 
 
 def _update_call(trainer: Any) -> dict:
@@ -191,8 +205,6 @@ def _update_call(trainer: Any) -> dict:
     fused operators; an aggregating optimizer (SGD: MXNET_OPTIMIZER_AGGREGATION_SIZE, 4 by
     default) updates `aggregate_num` consecutive parameters per multi_* call.
     """
-    import numpy as np
-
     opt = trainer._optimizer
     params = [p for p in trainer._params if p.grad_req != "null"]
     return {"op": "_optimizer_update", "optimizer": type(opt).__name__.lower(),
@@ -222,6 +234,4 @@ def _ancestors(nodes: list, start: int) -> set:
 
 
 def _dtype_name(arr: Any) -> str:
-    import numpy as np
-
     return np.dtype(arr.dtype).name

@@ -12,150 +12,102 @@ for a user's own step function; both write the same raw records.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
-import shutil
-import tempfile
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable, ContextManager
 
-from tbd.models.base import Workload
-from tbd.profilers.windows import run_stages
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
 
 from tbd import rundir
+from tbd.profilers import host
+from tbd.profilers.gemm import measured_gemm_ceiling
+from tbd.profilers.hook import Device, FrameworkHook, TraceWindow, gpu_index
+from tbd.profilers.loop import run_trace_window
+from tbd.profilers.nvml import NvmlSampler
+from tbd.profilers.pytorch_memory import MemoryTracker, torch_memory_cross_check
 from tbd.records import RunSpec
-from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_trace_window
+
+try:  # nvtx is a dependency; without it, NVTX ranges are simply absent
+    import nvtx
+except ImportError:  # pragma: no cover - installed with tbd
+    nvtx = None
 
 
 def resolve_device(torch: Any, requested: str) -> Any:
-    """"auto" means CUDA when a device is visible, else the CPU."""
-    from tbd.errors import UsageError
-
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(requested)
-    except RuntimeError:
-        raise UsageError(f"unknown device '{requested}'", hint="use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"device '{requested}' requested but PyTorch sees no CUDA device",
-                         hint="use --device cpu, or install a CUDA build of torch")
-    if device.type not in ("cpu", "cuda"):
-        raise UsageError(f"device type '{device.type}' is not supported", hint="use cpu or cuda")
-    return device
+    """The torch.device `requested` names: "auto" is CUDA when a device is visible, else the CPU."""
+    index = gpu_index(requested, torch.cuda.device_count() if torch.cuda.is_available() else 0, "PyTorch",
+                      "install a CUDA build of torch")
+    return torch.device("cpu") if index < 0 else torch.device("cuda", index)
 
 
-def _nvtx_marker():
-    """NVTX ranges in the "tbd" domain, so nsys/ncu can be scoped to tbd's windows."""
-    try:
-        import nvtx
-    except ImportError:  # nvtx is a dependency; without it, ranges are simply absent
-        return lambda name: contextlib.nullcontext()
-    return lambda name: nvtx.annotate(name, domain="tbd")
+class PyTorchHook(FrameworkHook):
+    """torch.profiler for the trace window (ops, kernels, shapes, allocator events, saved tensors)."""
 
+    framework = "pytorch"
 
-def run_workload(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, device: Any,
-                 state: LoopState, progress: ProgressFn) -> None:
-    """Run every stage and write the raw records; `state` keeps what was gathered if interrupted.
+    def device(self, requested: str) -> Device:
+        """The Device for "auto", "cpu", "cuda" or "cuda:N" (UsageError otherwise)."""
+        dev = resolve_device(torch, requested)
+        return Device(str(dev), -1 if dev.type == "cpu" else int(dev.index), dev)
 
-    The workload's `close()` (worker processes of A3C, ...) runs however the stages end.
-    """
-    try:
-        _run_stages(torch, workload, spec, run_dir, device, state, progress)
-    finally:
-        if workload.close is not None:
-            workload.close()
+    def prepare(self, spec: RunSpec, notes: list[str]) -> Device:
+        setup_torch(torch, spec)
+        return self.device(spec.device)
 
+    def environment(self, spec: RunSpec, device: Device) -> dict:
+        return host.environment(framework_versions(torch), torch=torch, device=device.handle)
 
-def _run_stages(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, device: Any,
-                state: LoopState, progress: ProgressFn) -> None:
-    from tbd.profilers.gemm import measured_gemm_ceiling
+    def synchronizer(self, device: Device) -> Callable[[], None]:
+        return (lambda: torch.cuda.synchronize(device.handle)) if device.is_gpu else (lambda: None)
 
-    is_cuda = device.type == "cuda"
-    synchronize = (lambda: torch.cuda.synchronize(device)) if is_cuda else (lambda: None)
-    hooks = LoopHooks(step=workload.step, synchronize=synchronize, mark=_nvtx_marker(),
-                      samples_counter=workload.samples_counter)
-    params = None if workload.model is None else sum(p.numel() for p in workload.model.parameters())
-    run_stages(hooks, workload, spec, state, run_dir, progress, parameters=params,
-               nvml=_nvml_sampler(torch, device) if is_cuda else None,
-               trace_window=lambda: _trace_window(torch, workload, spec, run_dir, device, hooks, state, progress),
-               # A larger matrix on a GPU: n=2048 is too small to fill an H100's SMs for long.
-               gemm_ceiling=lambda: measured_gemm_ceiling(torch, device, n=4096 if is_cuda else 2048))
+    def marker(self) -> Callable[[str], ContextManager]:
+        """NVTX ranges in the "tbd" domain, so nsys/ncu can be scoped to tbd's windows."""
+        if nvtx is None:
+            return lambda name: contextlib.nullcontext()
+        return lambda name: nvtx.annotate(name, domain="tbd")
 
+    def parameter_count(self, model: Any) -> int:
+        return sum(p.numel() for p in model.parameters())
 
-def _nvml_sampler(torch: Any, device: Any):
-    from tbd.profilers.nvml import NvmlSampler
+    def nvml_sampler(self, device: Device) -> NvmlSampler:
+        # NVML and CUDA may number devices differently; the UUID names the same card in both.
+        uuid = str(getattr(torch.cuda.get_device_properties(device.index), "uuid", "") or "") or None
+        return NvmlSampler(device.index, uuid=uuid)
 
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    # NVML and CUDA may number devices differently; the UUID names the same card in both.
-    uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "") or None
-    return NvmlSampler(index, uuid=uuid)
+    def gemm_ceiling(self, device: Device) -> dict:
+        # A larger matrix on a GPU: n=2048 is too small to fill an H100's SMs for long.
+        return measured_gemm_ceiling(torch, device.handle, n=4096 if device.is_gpu else 2048)
 
-
-def _trace_window(torch: Any, workload: Workload, spec: RunSpec, run_dir: Path, device: Any,
-                  hooks: LoopHooks, state: LoopState, progress: ProgressFn) -> None:
-    from tbd.profilers.pytorch_memory import MemoryTracker, torch_memory_cross_check
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    is_cuda = device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
-    tmp_dir = Path(tempfile.mkdtemp(prefix=".trace-", dir=run_dir))
-    exported = tmp_dir / "trace.json"
-    tracker = MemoryTracker(workload.model, workload.optimizer, workload.inputs)
-    # One lead-in step: the profiler's first step carries its start-up cost and is discarded.
-    lead_in = 1
-
-    def export(prof: Any) -> None:
-        prof.export_chrome_trace(str(exported))
-
-    if is_cuda:
-        torch.cuda.reset_peak_memory_stats(device)
-    try:
+    def trace_window(self, window: TraceWindow) -> None:
+        is_cuda, dev, lead_in = window.device.is_gpu, window.device.handle, window.lead_in
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
+        exported = window.scratch / "trace.json"
+        workload = window.workload
+        tracker = MemoryTracker(workload.model, workload.optimizer, workload.inputs)
+        if is_cuda:
+            torch.cuda.reset_peak_memory_stats(dev)
         with profile(activities=activities, record_shapes=True, profile_memory=True, with_stack=True,
-                     schedule=schedule(wait=0, warmup=lead_in, active=spec.trace_iterations, repeat=1),
-                     on_trace_ready=export) as prof:
-            run_trace_window(
-                hooks, spec.trace_iterations, state,
-                # torch.profiler numbers steps from 0; the lead-in steps come first.
-                around_step=lambda i: tracker.iteration(lead_in + i),
-                after_step=prof.step, progress=progress, lead_in=lead_in)
+                     schedule=schedule(wait=0, warmup=lead_in, active=window.spec.trace_iterations, repeat=1),
+                     on_trace_ready=lambda prof: prof.export_chrome_trace(str(exported))) as prof:
+            run_trace_window(window.hooks, window.spec.trace_iterations, window.state,
+                             # torch.profiler numbers steps from 0; the lead-in steps come first.
+                             around_step=lambda i: tracker.iteration(lead_in + i),
+                             after_step=prof.step, progress=window.progress, lead_in=lead_in)
         records = tracker.records()
         if is_cuda:
-            records["cuda_max_allocated"] = int(torch.cuda.max_memory_allocated(device))
-        rundir.atomic_write_json(run_dir / rundir.MEMORY, records)
-        rundir.atomic_write_json(run_dir / rundir.MEMORY_CROSS_CHECK, torch_memory_cross_check(prof))
+            records["cuda_max_allocated"] = int(torch.cuda.max_memory_allocated(dev))
+        rundir.atomic_write_json(window.run_dir / rundir.MEMORY, records)
+        rundir.atomic_write_json(window.run_dir / rundir.MEMORY_CROSS_CHECK, torch_memory_cross_check(prof))
         if exported.exists():
-            with open(exported, "rb") as src:
-                rundir.atomic_write_bytes(run_dir / rundir.TRACE, gzip.compress(src.read(), compresslevel=6))
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+            window.write_trace(exported.read_bytes())
 
 
-def run(spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn) -> None:
-    """The runner child's entry: set torch up, describe the machine, build the workload, profile it."""
-    import torch
-    from tbd.profilers import host
-
-    from tbd.registry import load_builder
-
-    setup_torch(torch, spec)
-    device = resolve_device(torch, spec.device)
-    # The profile names the device that ran, and keeps what was asked ("auto") beside it.
-    rundir.atomic_write_json(run_dir / rundir.SPEC,
-                             {**spec.to_dict(), "device": str(device), "device_requested": spec.device})
-    rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT,
-                             host.environment(framework_versions(torch), torch=torch, device=device))
-    progress({"stage": "build", "done": 0, "total": 1})
-    workload = load_builder(spec.model, spec.framework)(batch=spec.batch, device=device, size=spec.size,
-                                                        seed=spec.seed)
-    progress({"stage": "build", "done": 1, "total": 1})
-    run_workload(torch, workload, spec, run_dir, device, state, progress)
+#: The runner child's hook for `--framework pytorch`.
+HOOK = PyTorchHook()
 
 
 def versions() -> dict:
     """Versions `tbd env` shows, without building anything."""
-    import torch
-
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {**framework_versions(torch), "gpu": gpu}
 
@@ -186,4 +138,3 @@ def setup_torch(torch: Any, spec: RunSpec) -> None:
     if spec.threads:
         torch.set_num_threads(spec.threads)
     os.environ.setdefault("PYTHONHASHSEED", str(spec.seed))
-

@@ -40,7 +40,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-RECORDS_SCHEMA = "tbd.memory_records/1"
+from tbd import rundir
+
+RECORDS_SCHEMA = rundir.PYTORCH_MEMORY_SCHEMA
 
 #: torch.profiler._memory_profiler.Category name -> tbd category it corresponds to.
 TORCH_CATEGORY_MAP = {

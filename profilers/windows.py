@@ -3,7 +3,7 @@
 Warm-up -> timing window -> trace window -> GEMM ceiling, with the iteration log rewritten after
 each stage. The framework hook supplies what differs: its LoopHooks, its trace window and its
 ceiling measurement. Per-core CPU counters (and NVML on a GPU) run exactly around
-`tbd.sampling.run_timing_window`; what they gathered is written even when the window is cut
+`tbd.profilers.loop.run_timing_window`; what they gathered is written even when the window is cut
 short (Ctrl-C, a crash), together with the iteration log, so a partial profile keeps it.
 """
 
@@ -12,11 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from tbd.profilers.cpu import CpuWindow
-
 from tbd import rundir
+from tbd.profilers.cpu import CpuWindow
+from tbd.profilers.loop import LoopHooks, LoopState, ProgressFn, run_timing_window, run_warmup
 from tbd.records import RunSpec
-from tbd.sampling import LoopHooks, LoopState, ProgressFn, run_timing_window, run_warmup
 
 
 def write_iterations(run_dir: Path, state: LoopState) -> None:

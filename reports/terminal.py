@@ -14,6 +14,9 @@ from typing import Any
 from rich import box
 from rich.console import RenderableType
 from rich.text import Text
+
+from tbd.errors import UsageError
+from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Memory, Profile, Value
 from tbd.reports.kernels_table import (
     NA,
     console_text,
@@ -27,9 +30,6 @@ from tbd.reports.kernels_table import (
     render_kernels,
     top_kernels_table,
 )
-
-from tbd.errors import UsageError
-from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Memory, Profile, Value
 
 LOUD = "bold white on red"
 _BYTE_UNITS = ((1 << 30, "GiB", 2), (1 << 20, "MiB", 1), (1 << 10, "KiB", 1))

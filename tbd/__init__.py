@@ -6,6 +6,10 @@ saved profile.json or run directory) and the `Profile` record.
 
 __version__ = "0.1.0"
 
+# The public names resolve on first use, not here: every `import tbd.<anything>` runs this file
+# first, in the runner child and the framework venvs too, which hold only numpy and psutil (no
+# rich, no matplotlib); importing the API here would drag the whole shell into each of them.
+
 
 def profile_step(*args, **kwargs):
     """Profile a user's own training step; see tbd.api.profile_step."""

@@ -11,6 +11,7 @@ records and analysis as `tbd profile`, so the Profile (and run directory) has th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -18,8 +19,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tbd import rundir
+from tbd.collect import profile_from_run_dir
+from tbd.models.base import Workload
 from tbd.profile import PARTIAL, Profile
+from tbd.profilers.loop import LoopState
 from tbd.records import RunSpec
+from tbd.reports.progress import StageProgress
 
 
 def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any = None, optimizer: Any = None,
@@ -46,23 +51,19 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
         The Profile; `status` is "partial" if the loop was interrupted (KeyboardInterrupt is
         re-raised after the partial profile is written).
     """
-    import torch
-
-    from tbd.collect import profile_from_run_dir
-    from tbd.models.base import Workload
-    from tbd.profilers import host, pytorch
-    from tbd.sampling import LoopState
+    # PyTorch and its hook are imported on the first call, not with `import tbd`: reading profiles
+    # (tbd.load_profile) needs no framework.
+    from tbd.profilers.pytorch import HOOK
 
     spec = RunSpec(model=name, framework="pytorch", batch=samples_per_step, device=device, warmup=warmup,
                    iterations=iterations, trace_iterations=trace_iterations, max_seconds=max_seconds)
     run_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="tbd-api-"))
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        dev = pytorch.resolve_device(torch, device)
+        dev = HOOK.device(device)
         rundir.atomic_write_json(run_dir / rundir.SPEC,
-                                 {**spec.to_dict(), "device": str(dev), "device_requested": device})
-        rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT,
-                                 host.environment(pytorch.framework_versions(torch), torch=torch, device=dev))
+                                 {**spec.to_dict(), "device": dev.name, "device_requested": device})
+        rundir.atomic_write_json(run_dir / rundir.ENVIRONMENT, HOOK.environment(spec, dev))
         workload = Workload(name=name, step=step, samples_per_step=samples_per_step,
                             throughput_unit=throughput_unit, units_per_step=dict(units_per_step or {}),
                             model=model, optimizer=optimizer, inputs=inputs)
@@ -70,7 +71,7 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
         sink, ctx = _progress(progress)
         try:
             with ctx:
-                pytorch.run_workload(torch, workload, spec, run_dir, dev, state, sink)
+                HOOK.run_workload(workload, spec, run_dir, dev, state, sink)
         except KeyboardInterrupt:
             _keep_partial(run_dir, state, "interrupted by the user")
             raise
@@ -84,9 +85,7 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
             shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def _keep_partial(run_dir: Path, state: Any, why: str) -> None:
-    from tbd.collect import profile_from_run_dir
-
+def _keep_partial(run_dir: Path, state: LoopState, why: str) -> None:
     rundir.atomic_write_json(run_dir / rundir.ITERATIONS,
                              {**rundir.iteration_log_to_json(state.iteration_log()), "notes": state.notes})
     rundir.atomic_write_json(run_dir / rundir.STATUS, {"state": "interrupted", "stage": state.stage, "message": why})
@@ -94,11 +93,7 @@ def _keep_partial(run_dir: Path, state: Any, why: str) -> None:
 
 
 def _progress(enabled: bool):
-    import contextlib
-
     if not enabled:
         return (lambda event: None), contextlib.nullcontext()
-    from tbd.reports.progress import StageProgress
-
     bars = StageProgress()
     return bars, bars

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 
@@ -49,8 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # `tbd ... | head` closed our stdout: not an error. Point stdout at devnull so the
         # interpreter's final flush does not raise again.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tbd.errors import FrameworkMissingError
-from tbd.registry import FRAMEWORK_MODULES, check_framework
+from tbd.registry import check_framework, framework_installed
 
 #: Where `make` builds the framework venvs: the checkout tbd runs from (an editable install). An
 #: installed tbd elsewhere finds no .venv-<fw> here and uses $TBD_PYTHON_<FW> or this interpreter.
@@ -39,12 +39,6 @@ class Runtime:
     source: str  # "TBD_PYTHON_<FW>", ".venv-<fw>" or "this interpreter"
 
 
-def _importable_here(framework: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(FRAMEWORK_MODULES[framework]) is not None
-
-
 def runtime(framework: str, root: Path | None = None) -> Runtime:
     """The interpreter for `framework`: $TBD_PYTHON_<FW>, else root/.venv-<fw>, else this one if it can.
 
@@ -58,7 +52,7 @@ def runtime(framework: str, root: Path | None = None) -> Runtime:
     venv_python = root / f".venv-{framework}" / "bin" / "python"
     if venv_python.exists():
         return Runtime(framework, str(venv_python), f".venv-{framework}")
-    if _importable_here(framework):
+    if framework_installed(framework):
         return Runtime(framework, sys.executable, "this interpreter")
     raise FrameworkMissingError(f"{framework} is not installed for tbd", hint=f"install it with: {INSTALL[framework]}")
 

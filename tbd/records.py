@@ -44,6 +44,16 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class OpShapes:
+    """One op call as a trace records it: name, per-argument dims, dtypes and scalar values."""
+
+    name: str  # e.g. "aten::addmm", "aten::convolution_backward"
+    input_dims: tuple  # Kineto "Input Dims": a list per input, [] for scalars/None
+    input_types: tuple  # Kineto "Input type": "float", "c10::Half", "Scalar", "ScalarList", ""
+    concrete_inputs: tuple  # Kineto "Concrete Inputs": strings, "" when not recorded
+
+
+@dataclass(frozen=True)
 class KernelTable:
     """Device work, one row per kernel (GPU) or per op's self time (CPU), columnar.
 

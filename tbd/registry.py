@@ -6,6 +6,7 @@ Adding a model is one file in models/<framework>/ plus one line in MODELS.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass, field
 
 from tbd.errors import UsageError
@@ -94,8 +95,6 @@ FRAMEWORK_MODULES = {"pytorch": "torch", "tensorflow": "tensorflow", "mxnet": "m
 
 def framework_installed(framework: str) -> bool:
     """Whether this interpreter can import the framework (found on the path, not imported)."""
-    import importlib.util
-
     return importlib.util.find_spec(FRAMEWORK_MODULES[framework]) is not None
 
 

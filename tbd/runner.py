@@ -19,10 +19,10 @@ import sys
 import traceback
 from pathlib import Path
 
-from tbd import rundir
+from tbd import registry, rundir
 from tbd.errors import TbdError
+from tbd.profilers.loop import LoopState
 from tbd.records import RunSpec
-from tbd.sampling import LoopState
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_OOM, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -59,9 +59,11 @@ def run(run_dir: Path) -> int:
         resource.setrlimit(resource.RLIMIT_AS, (spec.memory_limit_bytes, spec.memory_limit_bytes))
     hook = None
     try:
-        # One framework per child: profilers.<framework> drives the workload and writes raw records.
+        # One framework per child: tbd.profilers.<framework> drives the workload and writes raw records.
+        # Imported here, not at the top: each child imports the one framework its spec names.
         hook = importlib.import_module(f"tbd.profilers.{spec.framework}")
-        hook.run(spec, run_dir, state, _progress)
+        hook.HOOK.run(spec, run_dir, state, _progress,
+                      load_build=lambda: registry.load_builder(spec.model, spec.framework))
     except KeyboardInterrupt:
         _save_partial(run_dir, state, "interrupted", f"interrupted by the user during {state.stage}")
         return EXIT_INTERRUPTED

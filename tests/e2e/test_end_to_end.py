@@ -8,10 +8,10 @@ import sys
 import time
 
 import pytest
-from tbd.models.pytorch import resnet50
 from testpaths import ROOT
 
 from tbd.cli import main
+from tbd.models.pytorch import resnet50
 
 WARMUP, ITERS, TRACE, BATCH = 2, 5, 2, 4
 

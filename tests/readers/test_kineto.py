@@ -2,7 +2,7 @@
 
 Expected numbers for kineto_cuda_synthetic.json are derived in tests/fixtures/README.md; they are
 written here as the same arithmetic. FLOPs come from a fake formula table (`fake_flops`) so these
-tests do not depend on analysis/flops.py.
+tests do not depend on analysis/flops.py's counts (one test plugs the shared table in).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tbd.profilers.kineto import read_trace_file, trace_records
 from testpaths import FIXTURES
 
+from tbd.analysis.flops import op_flops, precision_of
 from tbd.errors import TraceFormatError
+from tbd.profilers.kineto import read_trace_file, trace_records
 from tbd.records import StepSpan
 
 FIXTURES = FIXTURES
@@ -277,7 +278,11 @@ def test_malformed_event_raises():
         _records(trace)
 
 
-def test_default_formula_table_is_used():
-    pytest.importorskip("tbd.analysis.flops")
-    rec = trace_records(read_trace_file(CUDA), "default")
+def test_the_shared_formula_table_plugs_in():
+    rec = trace_records(read_trace_file(CUDA), "shared", flops_of=op_flops, precision_of=precision_of)
     assert rec.kernels.flop_source[0] == "analytic" and rec.kernels.flops[0] > 0
+
+
+def test_the_reader_has_no_formula_table_of_its_own():
+    with pytest.raises(TypeError):
+        trace_records(read_trace_file(CUDA), "none")

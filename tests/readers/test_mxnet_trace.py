@@ -12,13 +12,17 @@ import math
 
 import numpy as np
 import pytest
-from tbd.profilers.kineto import read_trace_file
-from tbd.profilers.mxnet_trace import MXNET_ZERO_FLOPS, SHAPES_SCHEMA, trace_records
 from testpaths import FIXTURES
 
+from tbd.analysis.flops import op_flops, precision_of
 from tbd.errors import TraceFormatError
+from tbd.profilers.kineto import read_trace_file
+from tbd.profilers.mxnet_ops import MXNET_ZERO_FLOPS
+from tbd.profilers.mxnet_trace import trace_records
+from tbd.rundir import MXNET_SHAPES_SCHEMA as SHAPES_SCHEMA
 
 FIXTURE = FIXTURES / "mxnet_cpu_small.json.gz"
+FLOPS = {"flops_of": op_flops, "precision_of": precision_of}  # the shared formula table, as tbd.collect passes it
 US = 1000  # ns per µs: MXNet writes integer microseconds
 
 # The hook's shape log for this recording (raw/mxnet_shapes.json, steps 1 and 2 are the same net):
@@ -40,7 +44,7 @@ def trace():
 
 @pytest.fixture(scope="module")
 def records(trace):
-    return trace_records(trace, "fixture", shapes=SHAPES)
+    return trace_records(trace, "fixture", shapes=SHAPES, **FLOPS)
 
 
 def _raw_ops(trace):
@@ -107,7 +111,7 @@ def test_flops_follow_the_shared_formulas(records):
 
 
 def test_without_shape_log_flops_are_unknown_and_said_so(trace):
-    r = trace_records(trace, "fixture")
+    r = trace_records(trace, "fixture", **FLOPS)
     zero = np.array([str(n) in MXNET_ZERO_FLOPS for n in r.kernels.name])
     assert zero.any() and (r.kernels.flops[zero] == 0).all()  # data movement needs no shapes
     assert np.isnan(r.kernels.flops[~zero]).all()
@@ -130,20 +134,21 @@ def _with_events(trace, events):
 
 def test_corrupt_inputs_raise(trace, tmp_path):
     with pytest.raises(TraceFormatError):
-        trace_records({"no": "events"}, "x")
+        trace_records({"no": "events"}, "x", **FLOPS)
     ops = [e for e in trace["traceEvents"] if e.get("cat") == "operator" and e["ph"] in "BE"]
     with pytest.raises(TraceFormatError, match="no MXNet operator events"):
-        trace_records(_with_events(trace, [e for e in trace["traceEvents"] if e.get("cat") != "operator"]), "x")
+        trace_records(_with_events(trace, [e for e in trace["traceEvents"] if e.get("cat") != "operator"]), "x",
+                      **FLOPS)
     with pytest.raises(TraceFormatError, match="no end"):
-        trace_records(_with_events(trace, ops[:-1]), "x")
+        trace_records(_with_events(trace, ops[:-1]), "x", **FLOPS)
     with pytest.raises(TraceFormatError, match="no matching begin"):
-        trace_records(_with_events(trace, ops[1:]), "x")
+        trace_records(_with_events(trace, ops[1:]), "x", **FLOPS)
     bad_ts = [dict(e) for e in ops]
     bad_ts[0]["ts"] = "soon"
     with pytest.raises(TraceFormatError):
-        trace_records(_with_events(trace, bad_ts), "x")
+        trace_records(_with_events(trace, bad_ts), "x", **FLOPS)
     with pytest.raises(TraceFormatError, match="schema"):
-        trace_records(trace, "x", shapes={"steps": {}})
+        trace_records(trace, "x", shapes={"steps": {}}, **FLOPS)
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(FIXTURE.read_bytes()[:200])
     with pytest.raises(TraceFormatError):
@@ -160,7 +165,7 @@ def test_nested_operator_keeps_only_its_self_time():
           {"name": "Outer", "cat": "operator", "ph": "E", "ts": 130, "pid": 0, "tid": 7},
           {"name": "Inner", "cat": "operator", "ph": "B", "ts": 105, "pid": 0, "tid": 7},
           {"name": "Inner", "cat": "operator", "ph": "E", "ts": 115, "pid": 0, "tid": 7}]
-    r = trace_records({"traceEvents": ev}, "x")
+    r = trace_records({"traceEvents": ev}, "x", **FLOPS)
     assert dict(zip(r.kernels.name, r.kernels.dur_ns.tolist())) == {"Outer": (30 - 10) * US, "Inner": 10 * US}
     assert r.device_kind == "cuda" and set(r.kernels.device.tolist()) == {0}
     assert (r.busy_start_ns.tolist(), r.busy_end_ns.tolist()) == ([100 * US], [130 * US])
@@ -176,7 +181,7 @@ def test_engine_waits_for_host_reads_are_not_operator_work():
           {"name": "FullyConnected", "cat": "operator", "ph": "E", "ts": 120, "pid": 0, "tid": 7},
           {"name": "WaitForVar", "cat": "operator", "ph": "B", "ts": 120, "pid": 0, "tid": 8},
           {"name": "WaitForVar", "cat": "operator", "ph": "E", "ts": 190, "pid": 0, "tid": 8}]
-    r = trace_records({"traceEvents": ev}, "x")
+    r = trace_records({"traceEvents": ev}, "x", **FLOPS)
     assert list(r.kernels.name) == ["FullyConnected"]
     assert (r.busy_start_ns.tolist(), r.busy_end_ns.tolist()) == ([100 * US], [120 * US])
 
@@ -203,7 +208,8 @@ def test_rnn_operators_take_the_cudnn_rnn_formula():
                for ph in "BE"]
     lstm = _rnn_log("lstm", 5, 4, 8, 16, 2, False, True)  # T=5, B=4, I=8, H=16, 2 layers
     gru = _rnn_log("gru", 3, 4, 16, 6, 1, True, False)  # T=3, B=4, I=16, H=6, bidirectional, frozen
-    r = trace_records({"traceEvents": ev}, "x", shapes={"schema": SHAPES_SCHEMA, "steps": {"1": [lstm, gru]}})
+    r = trace_records({"traceEvents": ev}, "x", shapes={"schema": SHAPES_SCHEMA, "steps": {"1": [lstm, gru]}},
+                      **FLOPS)
     got = [(n, f) for n, f in zip(r.kernels.name, r.kernels.flops.tolist())]
     # flops_rnn per step, batch element, layer and direction: GEMMs 2·G·H·(I_l + H); gate sums with
     # both biases G·H·3; cell E_f·H (LSTM 15, GRU 12). Backward: the GEMMs again for the data
@@ -227,7 +233,8 @@ def test_malformed_rnn_call_raises():
           {"name": "RNN", "cat": "operator", "ph": "E", "ts": 20, "pid": 0, "tid": 3}]
     bad = {**_rnn_log("lstm", 5, 4, 8, 16, 2, False, True), "mode": "sru"}
     with pytest.raises(TraceFormatError, match="RNN"):
-        trace_records({"traceEvents": ev}, "x", shapes={"schema": SHAPES_SCHEMA, "steps": {"1": [bad]}})
+        trace_records({"traceEvents": ev}, "x", shapes={"schema": SHAPES_SCHEMA, "steps": {"1": [bad]}},
+                      **FLOPS)
 
 
 # --- tests/fixtures/mxnet_cpu_hybrid.json.gz + mxnet_cpu_hybrid_shapes.json: a hybridized block
@@ -240,9 +247,8 @@ HYBRID_SHAPES = FIXTURES / "mxnet_cpu_hybrid_shapes.json"
 
 @pytest.fixture(scope="module")
 def hybrid():
-    import json
-
-    return trace_records(read_trace_file(HYBRID), HYBRID.name, shapes=json.loads(HYBRID_SHAPES.read_text()))
+    return trace_records(read_trace_file(HYBRID), HYBRID.name, shapes=json.loads(HYBRID_SHAPES.read_text()),
+                         **FLOPS)
 
 
 def test_every_operator_of_a_hybridized_graph_gets_its_formula(hybrid):
@@ -272,14 +278,12 @@ def test_every_operator_of_a_hybridized_graph_gets_its_formula(hybrid):
 
 
 def test_counts_that_disagree_leave_flops_unknown(hybrid, tmp_path):
-    import json
-
     shapes = json.loads(HYBRID_SHAPES.read_text())
     for calls in shapes["steps"].values():
         calls[:] = [c for c in calls if c["op"] != "relu"][:-1]  # one relu fewer, no optimizer record
         calls.append({"op": "relu", "inputs": [[2, 4, 8, 8]], "output": [2, 4, 8, 8], "attrs": {}, "dtype": "float32"})
         calls.append({"op": "relu", "inputs": [[2, 4, 8, 8]], "output": [2, 4, 8, 8], "attrs": {}, "dtype": "float32"})
-    r = trace_records(read_trace_file(HYBRID), "x", shapes=shapes)
+    r = trace_records(read_trace_file(HYBRID), "x", shapes=shapes, **FLOPS)
     k = r.kernels
     for name in ("relu", "_backward_relu", "multi_sgd_mom_update"):
         assert np.isnan(k.flops[k.name == name]).all()
@@ -296,7 +300,8 @@ def test_batch_dot_backward_runs_as_two_more_batch_dots():
                 "tid": 3} for ph in "BE"]
     call = {"op": "batch_dot", "inputs": [[4, 5, 6], [4, 7, 6]], "output": [4, 5, 7],
             "attrs": {"transpose_b": "True"}, "dtype": "float32"}
-    r = trace_records({"traceEvents": ev}, "x", shapes={"schema": SHAPES_SCHEMA, "steps": {"1": [call]}})
+    r = trace_records({"traceEvents": ev}, "x", shapes={"schema": SHAPES_SCHEMA, "steps": {"1": [call]}},
+                      **FLOPS)
     assert r.kernels.flops.tolist() == [2 * 4 * 5 * 6 * 7] * 3  # 2·b·m·k·n, forward and both gradients
     two = {"schema": SHAPES_SCHEMA, "steps": {"1": [call, call]}}  # 3 events for 2 calls: pairing unknown
-    assert np.isnan(trace_records({"traceEvents": ev}, "x", shapes=two).kernels.flops).all()
+    assert np.isnan(trace_records({"traceEvents": ev}, "x", shapes=two, **FLOPS).kernels.flops).all()

@@ -13,14 +13,17 @@ import json
 
 import numpy as np
 import pytest
-from tbd.analysis.memory_tensorflow import RECORDS_SCHEMA, memory_breakdown
-from tbd.profilers.kineto import read_trace_file
-from tbd.profilers.tensorflow_trace import TF_ZERO_FLOPS, base_type, trace_records
 from testpaths import FIXTURES
 
+from tbd.analysis.flops import op_flops, precision_of
+from tbd.analysis.memory_tensorflow import RECORDS_SCHEMA, memory_breakdown
 from tbd.errors import ResultFormatError, TraceFormatError
+from tbd.profilers.kineto import read_trace_file
+from tbd.profilers.tensorflow_ops import TF_TO_ATEN, TF_ZERO_FLOPS, base_type
+from tbd.profilers.tensorflow_trace import trace_records
 
 FIXTURE = FIXTURES / "tensorflow_cpu_small.json.gz"
+FLOPS = {"flops_of": op_flops, "precision_of": precision_of}  # the shared formula table, as tbd.collect passes it
 PS = 1000  # ps per ns
 
 
@@ -31,7 +34,7 @@ def trace():
 
 @pytest.fixture(scope="module")
 def records(trace):
-    return trace_records(trace, "fixture")
+    return trace_records(trace, "fixture", **FLOPS)
 
 
 def _raw(trace, cat):
@@ -98,7 +101,7 @@ def test_base_type_strips_onednn_rewrites():
 
 def test_without_shapes_flops_are_nan_with_a_note(trace):
     bare = {**trace, "tfOpShapes": None}
-    r = trace_records(bare, "bare")
+    r = trace_records(bare, "bare", **FLOPS)
     zero = np.array([base_type(str(o)) in TF_ZERO_FLOPS for o in r.kernels.op])
     assert zero.any() and (r.kernels.flops[zero] == 0).all()  # data movement needs no shapes
     assert np.isnan(r.kernels.flops[~zero]).all()
@@ -116,7 +119,7 @@ def test_corrupt_input_raises(trace, mutate, match):
     bad = copy.deepcopy(trace)
     mutate(bad)
     with pytest.raises(TraceFormatError, match=match):
-        trace_records(bad, "bad")
+        trace_records(bad, "bad", **FLOPS)
 
 
 def test_corrupt_gzip_raises(tmp_path):
@@ -168,7 +171,7 @@ def test_hook_module_imports_without_tensorflow():
 
 def test_graph_shapes_of_a_tf_function():
     tf = pytest.importorskip("tensorflow")
-    from tbd.profilers.tensorflow import graph_shapes
+    from tbd.profilers.tensorflow_xspace import graph_shapes
 
     a, b = tf.ones((3, 5)), tf.ones((5, 7))
 
@@ -192,7 +195,7 @@ CELL = "functional_1/lstm_1/while/lstm_cell_1/"
 
 @pytest.fixture(scope="module")
 def lstm():
-    return trace_records(read_trace_file(LSTM_FIXTURE), LSTM_FIXTURE.name)
+    return trace_records(read_trace_file(LSTM_FIXTURE), LSTM_FIXTURE.name, **FLOPS)
 
 
 def test_ops_inside_the_while_body_get_their_body_graphs_shapes(lstm):
@@ -225,7 +228,6 @@ def test_every_op_of_the_lstm_fixture_has_flops(lstm):
 
 
 def test_the_hook_logs_shapes_for_every_mapped_op_type():
-    from tbd.profilers.tensorflow import _SHAPED_OPS
-    from tbd.profilers.tensorflow_trace import TF_TO_ATEN
+    from tbd.profilers.tensorflow_xspace import SHAPED_OPS
 
-    assert set(TF_TO_ATEN) <= _SHAPED_OPS
+    assert set(TF_TO_ATEN) <= SHAPED_OPS

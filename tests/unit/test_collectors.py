@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import psutil
 import pytest
+
 from tbd.profilers import host
 from tbd.profilers.cpu import CpuWindow
 from tbd.profilers.nvml import POLLING, SAMPLES, NvmlSampler, nvml_available, nvml_device_facts

@@ -11,9 +11,11 @@ import math
 
 import pytest
 import torch
-from tbd.analysis.flops import FORMULA_OPS, OpShapes, has_formula, op_flops, precision_of
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
+
+from tbd.analysis.flops import FORMULA_OPS, has_formula, op_flops, precision_of
+from tbd.records import OpShapes
 
 
 def _op(name: str, *args) -> OpShapes:

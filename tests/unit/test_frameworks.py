@@ -31,7 +31,7 @@ def test_this_interpreter_when_it_has_the_framework(tmp_path, monkeypatch):
 
 def test_missing_framework_names_the_install_command(tmp_path, monkeypatch):
     monkeypatch.delenv("TBD_PYTHON_MXNET", raising=False)
-    monkeypatch.setattr(frameworks, "_importable_here", lambda fw: False)
+    monkeypatch.setattr(frameworks, "framework_installed", lambda fw: False)
     with pytest.raises(FrameworkMissingError) as err:
         frameworks.runtime("mxnet", root=tmp_path)
     assert "make setup-mxnet" in err.value.one_line() and "numpy<1.24" in err.value.one_line()
@@ -40,7 +40,7 @@ def test_missing_framework_names_the_install_command(tmp_path, monkeypatch):
 def test_profile_with_a_missing_framework_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("TBD_PYTHON_PYTORCH", raising=False)
     monkeypatch.setattr(frameworks, "ROOT", tmp_path)
-    monkeypatch.setattr(frameworks, "_importable_here", lambda fw: False)
+    monkeypatch.setattr(frameworks, "framework_installed", lambda fw: False)
     code = main(["profile", "resnet50", "--framework", "pytorch", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1

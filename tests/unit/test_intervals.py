@@ -1,4 +1,5 @@
 import numpy as np
+
 from tbd.analysis.intervals import clip, covered_in_window_ns, merge, union_length_ns
 
 

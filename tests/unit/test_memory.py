@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 import torch
-from tbd.analysis import memory as am
-from tbd.profilers.pytorch_memory import RECORDS_SCHEMA, MemoryTracker, torch_memory_cross_check
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from tbd.analysis import memory as am
 from tbd.errors import ResultFormatError, TbdError
 from tbd.profile import Memory
+from tbd.profilers.pytorch_memory import RECORDS_SCHEMA, MemoryTracker, torch_memory_cross_check
 from tbd.records import KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
 
 F32 = 4  # bytes per float32

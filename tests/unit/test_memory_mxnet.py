@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tbd.analysis.memory_mxnet import RECORDS_SCHEMA, memory_breakdown
 
+from tbd.analysis.memory_mxnet import RECORDS_SCHEMA, memory_breakdown
 from tbd.errors import ResultFormatError
 from tbd.records import KernelTable, MemoryEvents, OpTable, TraceRecords
 
@@ -87,6 +87,7 @@ def test_hook_snapshot_counts_exact_array_bytes():
     """Runs only where mxnet imports (.venv-mxnet): the hook's byte counts on a tiny Dense net."""
     mx = pytest.importorskip("mxnet")
     from mxnet import autograd, gluon
+
     from tbd.profilers.mxnet import memory_snapshot
 
     net = gluon.nn.Dense(3, in_units=5)

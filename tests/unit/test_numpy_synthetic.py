@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from tbd.models import numpy_synthetic as synthetic
 
 

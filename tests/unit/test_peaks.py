@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tbd.analysis.peaks import PeakFlops, cpu_flops_per_cycle, cpu_peak_flops, gpu_peak_flops
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tbd.reports.kernels_table import render_kernels, shorten_middle
-from tbd.reports.terminal import fmt_bytes, fmt_flops, render_profile
 
 from tbd.errors import UsageError
 from tbd.profile import COMPLETE, PARTIAL, FlopUtil, Iterations, KernelRow, Memory, Metrics, Profile, Throughput, Value
+from tbd.reports.kernels_table import render_kernels, shorten_middle
+from tbd.reports.terminal import fmt_bytes, fmt_flops, render_profile
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden"  # tools/regen_goldens.py loads this file alone
 MiB = 1 << 20

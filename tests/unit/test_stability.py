@@ -1,4 +1,5 @@
 import numpy as np
+
 from tbd.analysis.stability import StabilityRule, warmup_end
 
 RULE = StabilityRule(window=5, cv_max=0.10, median_tol=0.05)

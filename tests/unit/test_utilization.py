@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
+
 from tbd.analysis import utilization
 from tbd.analysis.ranking import average_util_pct, group_kernels, low_util_kernels
-
 from tbd.records import CpuSample, KernelTable, NvmlSample, OpTable, StepSpan, TraceRecords
 
 
@@ -124,16 +124,16 @@ def test_real_counters_see_one_busy_thread():
 
 
 def test_one_busy_core_of_several_is_called_out_unless_threads_were_given():
-    from tbd.analysis.assemble import _one_core_note, cpu_util
+    from tbd.analysis.assemble import cpu_util, one_core_note
 
     # 2 cores, 2 s window: one core busy 1.9 s, the other 0.3 s -> (1.9 + 0.3) / (2 x 2) = 55 %.
     one = CpuSample(busy_s=np.array([1.9, 0.3]), total_s=np.array([2.0, 2.0]), wall_ns=2_000_000_000, cores=2)
     util = cpu_util(one, "")
     assert util.value == pytest.approx(100 * (1.9 + 0.3) / (2 * 2.0))
-    assert _one_core_note(util, one, {"threads": None}) == [
+    assert one_core_note(util, one, {"threads": None}) == [
         "CPU utilization 55 % of 2 cores: the framework kept about one core busy with its own thread count; "
         "--threads 2 gives it every core"]
-    assert _one_core_note(util, one, {"threads": 1}) == []  # the user chose one thread
+    assert one_core_note(util, one, {"threads": 1}) == []  # the user chose one thread
     # Both cores busy: (1.9 + 1.2) / 4 = 77.5 % > 125 / 2 %.
     both = CpuSample(busy_s=np.array([1.9, 1.2]), total_s=np.array([2.0, 2.0]), wall_ns=2_000_000_000, cores=2)
-    assert _one_core_note(cpu_util(both, ""), both, {"threads": None}) == []
+    assert one_core_note(cpu_util(both, ""), both, {"threads": None}) == []

@@ -15,10 +15,12 @@ import math
 
 import pytest
 import torch
-from tbd.analysis.flops import OpShapes, has_formula, op_flops
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
+
+from tbd.analysis.flops import has_formula, op_flops
+from tbd.records import OpShapes
 
 # The ops FlopCounterMode counts that a ResNet's training step runs.
 _CONV_GEMM = {"aten::convolution", "aten::convolution_backward", "aten::mm", "aten::addmm",
