@@ -1,7 +1,11 @@
-"""The Workload: what a suite model (or a user's own loop) gives the framework hook."""
+"""The Workload: what a suite model (or a user's own loop) gives the framework hook, and
+pool_workload, how a suite model builds one around its pool of synthetic batches."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -34,3 +38,35 @@ class Workload:
     # Modules without parameters that step() also runs, e.g. a separately hybridized MXNet loss
     # block: hooks that read operand shapes from the modules themselves (MXNet) read these too.
     aux_modules: list[Any] = field(default_factory=list)
+
+
+def pool_workload(name: str, pool: Sequence[Sequence[Any]], train_step: Callable[..., Any], *,
+                  scope: Callable[[], AbstractContextManager[Any]] | None = None, **fields: Any) -> Workload:
+    """The Workload of a suite model that trains on a pool of synthetic batches already on the device.
+
+    step() runs `train_step(*batch)` on the pool's batches in turn (cycling) and returns its
+    result; with `scope`, inside `scope()` (TensorFlow: `lambda: tf.device(device)`). step keeps
+    `train_step` as its attribute of that name: TensorFlow's hook reads the tf.function's traced
+    graphs there, and tests its trace count. inputs() lists every tensor of every batch in order
+    (lists and tuples inside a batch flattened) unless `fields` gives `inputs`. The other `fields`
+    are the Workload's own (samples_per_step, throughput_unit, model, optimizer, description, ...).
+    """
+    batches = itertools.cycle(pool)
+    if scope is None:
+        def step() -> Any:
+            return train_step(*next(batches))
+    else:
+        def step() -> Any:
+            with scope():
+                return train_step(*next(batches))
+    step.train_step = train_step  # type: ignore[attr-defined]
+    fields.setdefault("inputs", lambda: [t for batch in pool for t in _flattened(batch)])
+    return Workload(name=name, step=step, **fields)
+
+
+def _flattened(items: Sequence[Any]) -> Iterator[Any]:
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            yield from _flattened(item)
+        else:
+            yield item

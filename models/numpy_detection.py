@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tbd.models.numpy_synthetic import check_build_args
 
 from tbd.errors import UsageError
+from tbd.models.numpy_synthetic import check_build_args
 
 NUM_CLASSES = 21  # 20 Pascal VOC classes + background (label 0)
 STRIDE = 16  # feature stride of the C4 trunk

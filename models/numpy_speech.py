@@ -13,6 +13,7 @@ blank last shifts the labels itself.
 from __future__ import annotations
 
 import numpy as np
+
 from tbd.models.specs import DS2ConvSpec
 
 SAMPLE_RATE = 16_000  # LibriSpeech audio, Hz

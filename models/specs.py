@@ -4,12 +4,15 @@ models/<framework>/<model>.py say how a network is built in that framework; what
 widths, the "full" and "test" sizes, loss weights, optimizer settings, init scales) is written
 once here, so the PyTorch, TensorFlow and MXNet versions cannot drift apart. Faster R-CNN's live
 in models/numpy_detection.py, Deep Speech 2's data constants in models/numpy_speech.py.
-Plain Python: importable from every framework's interpreter.
+Plain Python (and tbd.errors, for the checks every port shares): importable from every
+framework's interpreter.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tbd.errors import UsageError
 
 # --- Inception-v3 (Szegedy et al., CVPR 2016; torchvision's Inception3, TF-slim's training recipe)
 
@@ -32,6 +35,17 @@ INCEPTION3_AUX_WEIGHT = 0.4
 INCEPTION3_LABEL_SMOOTHING = 0.1
 #: torchvision's init std for convolution and linear weights, and for the auxiliary fc.
 INCEPTION3_INIT_STD, INCEPTION3_AUX_FC_STD = 0.1, 0.001
+#: Smallest batch that trains: the auxiliary head ends on a 1x1 map, so at batch 1 its conv1
+#: BatchNorm would normalise one value per channel, whose batch variance is 0 (training-mode
+#: BatchNorm refuses it in PyTorch; torchvision's model has the same limit).
+INCEPTION3_MIN_BATCH = 2
+
+
+def check_inception3_batch(batch: int) -> None:
+    """UsageError when `batch` is below INCEPTION3_MIN_BATCH (every port refuses it alike)."""
+    if batch < INCEPTION3_MIN_BATCH:
+        raise UsageError(f"inception3 needs a batch of at least {INCEPTION3_MIN_BATCH} images, got {batch}",
+                         hint="the auxiliary classifier's BatchNorm sees one value per channel at batch 1")
 
 
 # --- A3C (Mnih et al., ICML 2016)

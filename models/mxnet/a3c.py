@@ -45,6 +45,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
+
+from tbd.errors import UsageError
 from tbd.models.atari_env import PaddleBallEnv
 from tbd.models.base import Workload
 from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args
@@ -60,8 +62,6 @@ from tbd.models.specs import A3C_VALUE_COEF as VALUE_COEF
 
 # What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
 from tbd.models.specs import A3CArch as Arch  # noqa: F401 - the module's public names
-
-from tbd.errors import UsageError
 
 T_MAX = 5  # frames per environment per update (Mnih et al. 2016, Section 8: t_max = 5)
 

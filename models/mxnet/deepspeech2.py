@@ -36,13 +36,12 @@ Deliberate departures from the PyTorch version:
 
 from __future__ import annotations
 
-import itertools
-
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn, rnn
-from tbd.models.base import Workload
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.numpy_speech import BINS, CLASSES, audio_seconds, output_frames, speech_batch
 from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args
 from tbd.models.specs import DS2_SIZES
@@ -126,10 +125,8 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
 
     host_pool = [speech_batch(batch, convs, durations_s, rng) for _ in range(pool_size)]
     pool = [_to_device(*arrays, convs, device) for arrays in host_pool]
-    batches = itertools.cycle(pool)
 
-    def step() -> mx.nd.NDArray:
-        spec, labels, lengths, label_lengths = next(batches)
+    def train_step(spec, labels, lengths, label_lengths) -> mx.nd.NDArray:
         with autograd.record():
             loss = ctc(model(spec), labels, lengths, label_lengths)
         loss.backward()
@@ -138,16 +135,14 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
 
     audio_s = sum(audio_seconds(frames) for _, frames, _, _ in host_pool) / pool_size
     conv_text = ", ".join(f"{c}x{k[0]}x{k[1]}/{s[0]}x{s[1]}" for c, k, s in convs)
-    return Workload(
-        name="deepspeech2",
-        step=step,
+    return pool_workload(
+        "deepspeech2", pool, train_step,
         samples_per_step=audio_s,
         throughput_unit="audio_s/s",
         units_per_step={"utterances/s": float(batch)},
         model=model,
         aux_modules=[ctc],  # the hybridized loss: its operators are logged too
         optimizer=trainer,
-        inputs=lambda: [a for arrays in pool for a in arrays],
         description=(f"Deep Speech 2 (MXNet example/speech_recognition deepspeech.cfg; {size}: conv {conv_text} "
                      f"+ BN, {gru_layers} bi-GRU x {hidden}, FC {fc}, {CLASSES}-class CTC, blank last), MXNet "
                      f"Gluon hybridized, GRUs over padding, SGD momentum 0.9, {pool_size} synthetic batches of "

@@ -10,7 +10,9 @@ anchor targets (IoU 0.7 / 0.3, 256 sampled, half positive), proposals (12,000 be
 7x7, average pool, 21-way classifier and per-class box regression; four losses (RPN binary
 cross-entropy and smooth-L1 sigma 3, head cross-entropy and smooth-L1 sigma 1); SGD lr 0.001,
 momentum 0.9, wd 0.0005; batch fixed at one image. Sizes, thresholds, synthetic data and the
-anchor grid come from models/numpy_detection.py (shared with the TensorFlow port).
+anchor grid come from models/numpy_detection.py (shared with the TensorFlow port); the
+backbone's stages (ResNet-50's bottleneck with frozen BatchNorm), BN calibration and freezing from
+models/mxnet/faster_rcnn_backbone.py.
 
 Parameters: 47,457,494 as in PyTorch, counting every Gluon parameter except BatchNorm's running
 mean and variance (PyTorch keeps those as buffers); of these, conv1, res2 and every BatchNorm's
@@ -41,68 +43,20 @@ MXNet-specific choices, each for a reason:
 
 from __future__ import annotations
 
-import itertools
-
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
+
+from tbd.errors import UsageError
 from tbd.models import numpy_detection as det
-from tbd.models.base import Workload
+from tbd.models.base import Workload, pool_workload
+from tbd.models.mxnet.faster_rcnn_backbone import calibrate, freeze, norm, stage
+from tbd.models.mxnet.resnet50 import conv
 from tbd.models.numpy_detection import NUM_CLASSES, DetectorConfig
 from tbd.models.numpy_synthetic import POOL_SIZE
 
-from tbd.errors import UsageError
-
-_EXPANSION = 4  # bottleneck output channels / inner width
 _NEG = -1e30  # "minus infinity" for masked top-k keys (finite, so arithmetic on it stays finite)
-
-
-def _conv(channels: int, kernel: int, stride: int, padding: int, in_channels: int) -> nn.Conv2D:
-    # torchvision's kaiming_normal_(mode="fan_out", nonlinearity="relu") is MSRAPrelu(factor_type="out", slope=0).
-    return nn.Conv2D(channels, kernel, strides=stride, padding=padding, use_bias=False, in_channels=in_channels,
-                     weight_initializer=mx.init.MSRAPrelu(factor_type="out", slope=0.0))
-
-
-def _norm(channels: int) -> nn.BatchNorm:
-    """A frozen BatchNorm: the running statistics in training too; gamma and beta set to grad_req 'null' at build."""
-    return nn.BatchNorm(in_channels=channels, use_global_stats=True, epsilon=1e-5)
-
-
-class Bottleneck(nn.HybridBlock):
-    """ResNet v1.5 bottleneck (stride on the 3x3) with frozen BatchNorm; identity or projection shortcut."""
-
-    def __init__(self, in_channels: int, width: int, stride: int, **kwargs):
-        super().__init__(**kwargs)
-        out_channels = width * _EXPANSION
-        with self.name_scope():
-            self.conv1 = _conv(width, 1, 1, 0, in_channels)
-            self.bn1 = _norm(width)
-            self.conv2 = _conv(width, 3, stride, 1, width)
-            self.bn2 = _norm(width)
-            self.conv3 = _conv(out_channels, 1, 1, 0, width)
-            self.bn3 = _norm(out_channels)
-            self.downsample = None
-            if stride != 1 or in_channels != out_channels:
-                self.downsample = nn.HybridSequential(prefix="down_")
-                self.downsample.add(_conv(out_channels, 1, stride, 0, in_channels), _norm(out_channels))
-
-    def hybrid_forward(self, F, x):
-        """Block output [N, 4*width, H/stride, W/stride] from x [N, in_channels, H, W]."""
-        shortcut = x if self.downsample is None else self.downsample(x)
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = F.relu(self.bn2(self.conv2(out)))
-        return F.relu(self.bn3(self.conv3(out)) + shortcut)
-
-
-def _stage(blocks: int, in_channels: int, width: int, stride: int, prefix: str) -> nn.HybridSequential:
-    """`blocks` bottlenecks of inner width `width`, the first with `stride` (and a projection)."""
-    stage = nn.HybridSequential(prefix=prefix)
-    with stage.name_scope():
-        for block in range(blocks):
-            stage.add(Bottleneck(in_channels, width, stride if block == 0 else 1))
-            in_channels = width * _EXPANSION
-    return stage
 
 
 class FasterRCNN(nn.HybridBlock):
@@ -123,12 +77,12 @@ class FasterRCNN(nn.HybridBlock):
             # conv1 + res2 (frozen), res3, res4: the stride-16 trunk; res5 runs on the pooled RoIs.
             self.stem = nn.HybridSequential(prefix="stem_")
             with self.stem.name_scope():
-                self.stem.add(_conv(w, 7, 2, 3, 3), _norm(w), nn.Activation("relu"),
+                self.stem.add(conv(w, 7, 2, 3, 3), norm(w), nn.Activation("relu"),
                               nn.MaxPool2D(3, strides=2, padding=1))
-            self.res2 = _stage(config.depths[0], w, w, 1, "res2_")
-            self.res3 = _stage(config.depths[1], 4 * w, 2 * w, 2, "res3_")
-            self.res4 = _stage(config.depths[2], 8 * w, 4 * w, 2, "res4_")
-            self.res5 = _stage(config.depths[3], 16 * w, 8 * w, 2, "res5_")
+            self.res2 = stage(config.depths[0], w, w, 1, "res2_")
+            self.res3 = stage(config.depths[1], 4 * w, 2 * w, 2, "res3_")
+            self.res4 = stage(config.depths[2], 8 * w, 4 * w, 2, "res4_")
+            self.res5 = stage(config.depths[3], 16 * w, 8 * w, 2, "res5_")
             self.rpn_conv = nn.Conv2D(config.rpn_channels, 3, padding=1, in_channels=c4,
                                       weight_initializer=mx.init.Normal(0.01))
             self.rpn_objectness = nn.Conv2D(self.num_anchors, 1, in_channels=config.rpn_channels,
@@ -334,21 +288,18 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
                                                "wd": det.WEIGHT_DECAY})
 
     pool = [_to_device(cfg, *det.voc_like_image(cfg, rng), device) for _ in range(pool_size)]
-    images = itertools.cycle(pool)
     mx.random.seed(seed, ctx=device)  # the step's sampling keys
 
-    def step() -> mx.nd.NDArray:
-        inputs = next(images)
+    def train_step(image, gt_boxes, gt_labels, anchors, im_info) -> mx.nd.NDArray:
         with autograd.record():
-            loss = sum(model(*inputs))
+            loss = sum(model(image, gt_boxes, gt_labels, anchors, im_info))
         loss.backward()
         trainer.step(1)  # one image: the gradient of the summed losses as it is
         return loss
 
     sides = sorted({tuple(inputs[0].shape[-2:]) for inputs in pool})
-    return Workload(
-        name="faster_rcnn",
-        step=step,
+    return pool_workload(
+        "faster_rcnn", pool, train_step,
         samples_per_step=1,
         throughput_unit="images/s",
         model=model,
@@ -373,41 +324,3 @@ def _to_device(cfg: DetectorConfig, image: np.ndarray, boxes: np.ndarray, labels
     im_info = np.array([height, width, det.RPN_MIN_SIZE * scale], dtype=np.float32)
     arrays = (image, boxes, labels.astype(np.float32), anchors, im_info)
     return tuple(mx.nd.array(a, ctx=device, dtype=np.float32) for a in arrays)
-
-
-def calibrate(model: FasterRCNN, image: mx.nd.NDArray) -> None:
-    """Set every frozen BN's running mean and (biased) variance from one forward pass of `image` [1, 3, S, S].
-
-    Each BN takes the statistics of its own input in that pass (a pre-forward hook), as a
-    training-mode BN would, so activations start at unit scale like a pretrained model's; res5
-    sees the whole res4 map (14x14 for the full size's 224-pixel image, the RoI feature size).
-    Runs imperatively (before hybridize), on the host.
-    """
-    def set_statistics(norm: nn.BatchNorm, inputs) -> None:
-        x = inputs[0]
-        mean = x.mean(axis=(0, 2, 3))
-        norm.running_mean.set_data(mean)
-        norm.running_var.set_data(mx.nd.mean(mx.nd.square(x - mean.reshape(1, -1, 1, 1)), axis=(0, 2, 3)))
-
-    handles = [block.register_forward_pre_hook(set_statistics) for block in _blocks(model, nn.BatchNorm)]
-    try:
-        model.res5(model.trunk(image)).wait_to_read()
-    finally:
-        for handle in handles:
-            handle.detach()
-
-
-def freeze(model: FasterRCNN) -> None:
-    """grad_req 'null' for conv1, res2 (the reference's FIXED_PARAMS 'conv0', 'stage1') and every BN's gamma/beta."""
-    for block in (model.stem, model.res2):
-        block.collect_params().setattr("grad_req", "null")
-    for norm in _blocks(model, nn.BatchNorm):
-        norm.collect_params().setattr("grad_req", "null")
-
-
-def _blocks(block: nn.Block, kind: type) -> list[nn.Block]:
-    """Every descendant of `block` (itself included) that is an instance of `kind`, depth first."""
-    found = [block] if isinstance(block, kind) else []
-    for child in block._children.values():
-        found += _blocks(child, kind)
-    return found

@@ -29,14 +29,14 @@ symbolic executor (mx.mod.Module) of the MXNet image-classification example the 
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
-from tbd.models.base import Workload
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 
 # What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
@@ -46,8 +46,7 @@ from tbd.models.specs import INCEPTION3_FULL_STAGES as FULL_STAGES
 from tbd.models.specs import INCEPTION3_INIT_STD as _STD
 from tbd.models.specs import INCEPTION3_LABEL_SMOOTHING as LABEL_SMOOTHING
 from tbd.models.specs import INCEPTION3_SIZES as _SIZES
-
-from tbd.errors import UsageError
+from tbd.models.specs import check_inception3_batch
 
 
 class BasicConv2d(nn.HybridBlock):
@@ -320,11 +319,7 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
         waiting for it (no host sync).
     """
     check_build_args(batch, size, tuple(_SIZES), pool_size)
-    if batch < 2:
-        # As in the PyTorch version: the aux head's conv1 BatchNorm normalises a 1x1 map, one
-        # value per channel at batch 1, whose batch variance is 0 (PyTorch refuses it outright).
-        raise UsageError(f"inception3 needs a batch of at least 2 images, got {batch}",
-                         hint="the auxiliary classifier's BatchNorm sees one value per channel at batch 1")
+    check_inception3_batch(batch)
     stages, width, side, classes = _SIZES[size]
     rng = np.random.RandomState(seed)
     mx.random.seed(seed)
@@ -342,10 +337,8 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
 
     host_pool = [image_batch(batch, (3, side, side), classes, rng) for _ in range(pool_size)]
     pool = [tuple(mx.nd.array(a, ctx=device, dtype=a.dtype) for a in pair) for pair in host_pool]
-    batches = itertools.cycle(pool)
 
-    def step() -> mx.nd.NDArray:
-        images, labels = next(batches)
+    def train_step(images, labels) -> mx.nd.NDArray:
         with autograd.record():
             logits, aux = model(images)
             loss = criterion(logits, aux, labels)
@@ -354,15 +347,13 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
         trainer.step(batch)
         return loss
 
-    return Workload(
-        name="inception3",
-        step=step,
+    return pool_workload(
+        "inception3", pool, train_step,
         samples_per_step=batch,
         throughput_unit="images/s",
         model=model,
         aux_modules=[criterion],  # the hybridized loss: its operators are logged too
         optimizer=trainer,
-        inputs=lambda: [a for pair in pool for a in pair],
         description=(f"Inception-v3 with auxiliary head (Szegedy et al. 2016, torchvision layout; {size}: "
                      f"width x{width:g}, blocks A/C/E {len(stages[0])}/{len(stages[1])}/{stages[2]}, "
                      f"3x{side}x{side} images, {classes} classes), MXNet Gluon hybridized (static_alloc, "

@@ -14,14 +14,15 @@ has the same shape, so MXNet plans memory once, which is closest to the symbolic
 
 from __future__ import annotations
 
-import itertools
 import math
+from typing import Callable
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
-from tbd.models.base import Workload
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 
 # Sizes are framework-neutral: one copy in models/specs.py.
@@ -31,27 +32,36 @@ DEPTHS = RESNET_DEPTHS["resnet50"]
 _SIZES = RESNET_SIZES["resnet50"]
 
 
-_EXPANSION = 4  # bottleneck output channels / inner width
+EXPANSION = 4  # bottleneck output channels / inner width
+
+
+def batch_norm(channels: int) -> nn.BatchNorm:
+    """A trainable BatchNorm over `channels` (Gluon's defaults are PyTorch's: eps 1e-5, momentum 0.9 = 1 - 0.1)."""
+    return nn.BatchNorm(in_channels=channels)
 
 
 class Bottleneck(nn.HybridBlock):
-    """1x1 reduce, 3x3 (strided in v1.5), 1x1 expand, each with BatchNorm; identity or projection shortcut."""
+    """1x1 reduce, 3x3 (strided in v1.5), 1x1 expand, each with a norm; identity or projection shortcut.
 
-    def __init__(self, in_channels: int, width: int, stride: int, **kwargs):
+    `norm(channels)` makes each normalization layer: `batch_norm` here, the Faster R-CNN backbone's
+    frozen BatchNorm there (models/mxnet/faster_rcnn_backbone.py).
+    """
+
+    def __init__(self, in_channels: int, width: int, stride: int,
+                 norm: Callable[[int], nn.HybridBlock] = batch_norm, **kwargs):
         super().__init__(**kwargs)
-        out_channels = width * _EXPANSION
+        out_channels = width * EXPANSION
         with self.name_scope():
-            self.conv1 = _conv(width, 1, 1, 0, in_channels)
-            self.bn1 = nn.BatchNorm(in_channels=width)
-            self.conv2 = _conv(width, 3, stride, 1, width)
-            self.bn2 = nn.BatchNorm(in_channels=width)
-            self.conv3 = _conv(out_channels, 1, 1, 0, width)
-            self.bn3 = nn.BatchNorm(in_channels=out_channels)
+            self.conv1 = conv(width, 1, 1, 0, in_channels)
+            self.bn1 = norm(width)
+            self.conv2 = conv(width, 3, stride, 1, width)
+            self.bn2 = norm(width)
+            self.conv3 = conv(out_channels, 1, 1, 0, width)
+            self.bn3 = norm(out_channels)
             self.downsample = None
             if stride != 1 or in_channels != out_channels:
                 self.downsample = nn.HybridSequential(prefix="down_")
-                self.downsample.add(_conv(out_channels, 1, stride, 0, in_channels),
-                                    nn.BatchNorm(in_channels=out_channels))
+                self.downsample.add(conv(out_channels, 1, stride, 0, in_channels), norm(out_channels))
 
     def hybrid_forward(self, F, x):
         """Block output [N, 4*width, H/stride, W/stride] from x [N, in_channels, H, W]."""
@@ -61,7 +71,8 @@ class Bottleneck(nn.HybridBlock):
         return F.relu(self.bn3(self.conv3(out)) + shortcut)
 
 
-def _conv(channels: int, kernel: int, stride: int, padding: int, in_channels: int) -> nn.Conv2D:
+def conv(channels: int, kernel: int, stride: int, padding: int, in_channels: int) -> nn.Conv2D:
+    """A bias-free Conv2D with torchvision's ResNet init, its input channels known at build."""
     # in_channels given so shapes are known at initialize() (no deferred init on the first step).
     # torchvision's kaiming_normal_(mode="fan_out", nonlinearity="relu"): std sqrt(2 / (channels * k * k)),
     # which is MSRAPrelu(factor_type="out", slope=0) (Xavier gaussian, magnitude 2 / (1 + slope^2)).
@@ -82,7 +93,7 @@ def resnet(depths: tuple[int, ...], num_classes: int = 1000, width: int = 64) ->
     """
     net = nn.HybridSequential(prefix="resnet_")
     with net.name_scope():
-        net.add(_conv(width, 7, 2, 3, 3), nn.BatchNorm(in_channels=width), nn.Activation("relu"),
+        net.add(conv(width, 7, 2, 3, 3), batch_norm(width), nn.Activation("relu"),
                 nn.MaxPool2D(3, strides=2, padding=1))
         in_channels = width
         for stage, blocks in enumerate(depths):
@@ -90,7 +101,7 @@ def resnet(depths: tuple[int, ...], num_classes: int = 1000, width: int = 64) ->
             for block in range(blocks):
                 stride = 2 if stage > 0 and block == 0 else 1
                 net.add(Bottleneck(in_channels, inner, stride))
-                in_channels = inner * _EXPANSION
+                in_channels = inner * EXPANSION
         # Dense flattens [N, C, 1, 1] itself (flatten=True), PyTorch's Flatten + Linear.
         # nn.Linear's default init: weight and bias uniform in +-1/sqrt(fan_in) (kaiming_uniform, a=sqrt(5)).
         bound = mx.init.Uniform(1 / math.sqrt(in_channels))
@@ -134,10 +145,8 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
 
     host_pool = [image_batch(batch, (3, side, side), classes, rng) for _ in range(pool_size)]
     pool = [tuple(mx.nd.array(a, ctx=device, dtype=a.dtype) for a in pair) for pair in host_pool]
-    batches = itertools.cycle(pool)
 
-    def step() -> mx.nd.NDArray:
-        images, labels = next(batches)
+    def train_step(images, labels) -> mx.nd.NDArray:
         with autograd.record():
             loss = criterion(model(images), labels)
         loss.backward()
@@ -145,15 +154,13 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
         trainer.step(batch)
         return loss
 
-    return Workload(
-        name="resnet50",
-        step=step,
+    return pool_workload(
+        "resnet50", pool, train_step,
         samples_per_step=batch,
         throughput_unit="images/s",
         model=model,
         aux_modules=[criterion],  # the hybridized loss: its operators are logged too
         optimizer=trainer,
-        inputs=lambda: [a for pair in pool for a in pair],
         description=(f"resnet50 v1.5 ({size}: depths {depths}, width {width}, 3x{side}x{side} images, "
                      f"{classes} classes), MXNet Gluon hybridized (static_alloc, static_shape), "
                      f"SGD momentum 0.9, {pool_size} synthetic batches of {batch}"),

@@ -25,13 +25,12 @@ full-size step at batch 32, 2 cores), so the default is kept.
 
 from __future__ import annotations
 
-import itertools
-
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn, rnn
-from tbd.models.base import Workload
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.numpy_synthetic import (  # noqa: F401
     BOS,
     EOS,
@@ -114,10 +113,8 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
 
     host_pool = [sentence_pair_batch(batch, vocab, shortest, longest, rng) for _ in range(pool_size)]
     pool = [_to_device(src, tgt_in, tgt_out, device) for src, tgt_in, tgt_out in host_pool]
-    batches = itertools.cycle(pool)
 
-    def step() -> mx.nd.NDArray:
-        src, tgt_in, tgt_out, weight = next(batches)
+    def train_step(src, tgt_in, tgt_out, weight) -> mx.nd.NDArray:
         with autograd.record():
             loss = criterion(model(src, tgt_in), tgt_out, weight)
         loss.backward()
@@ -126,16 +123,14 @@ def build(batch: int, device: mx.Context, size: str = "full", seed: int = 0,
 
     # Batches in the pool differ in length, so tokens per step is their mean (as in PyTorch).
     tokens = sum(batch_tokens(src, tgt_out) for src, _, tgt_out in host_pool) / pool_size
-    return Workload(
-        name="seq2seq",
-        step=step,
+    return pool_workload(
+        "seq2seq", pool, train_step,
         samples_per_step=batch,
         throughput_unit="sentences/s",
         units_per_step={"tokens/s": tokens},
         model=model,
         aux_modules=[criterion],  # the hybridized loss: its operators are logged too
         optimizer=trainer,
-        inputs=lambda: [a for arrays in pool for a in arrays],
         description=(f"Seq2Seq NMT ({size}: vocab {vocab}, embed {embed}, {layers}x{hidden} LSTM encoder and "
                      f"decoder, Luong attention, sentences of {shortest}..{longest} tokens, encoder run over "
                      f"padding), MXNet Gluon hybridized, Adam, {pool_size} synthetic batches of {batch} "

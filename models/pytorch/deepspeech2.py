@@ -39,15 +39,15 @@ Deliberate departures (none changes a layer's shape except where noted):
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
-from tbd.models.base import Workload
-from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args
-from tbd.models.specs import DS2_SIZES, DS2Config, DS2ConvSpec
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+from tbd.models.base import Workload, pool_workload
+from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args
+from tbd.models.specs import DS2_SIZES, DS2Config, DS2ConvSpec
 
 SAMPLE_RATE = 16_000  # LibriSpeech audio, Hz
 WINDOW = 320  # 20 ms spectrogram window, samples
@@ -151,10 +151,8 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     # Lengths stay on the host: packing and CTC want them there, so the step never syncs.
     pool = [(spec.to(device), frames, targets.to(device), target_lengths)
             for spec, frames, targets, target_lengths in host_pool]
-    batches = itertools.cycle(pool)
 
-    def step() -> torch.Tensor:
-        spec, frames, targets, target_lengths = next(batches)
+    def train_step(spec, frames, targets, target_lengths) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         log_probs, lengths = model(spec, frames)
         loss = ctc(log_probs, targets, lengths, target_lengths) / batch
@@ -164,9 +162,8 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
 
     audio_s = sum(audio_seconds(frames) for _, frames, _, _ in host_pool) / pool_size
     convs = ", ".join(f"{c}x{k[0]}x{k[1]}/{s[0]}x{s[1]}" for c, k, s in config.convs)
-    return Workload(
-        name="deepspeech2",
-        step=step,
+    return pool_workload(
+        "deepspeech2", pool, train_step,
         samples_per_step=audio_s,
         throughput_unit="audio_s/s",
         units_per_step={"utterances/s": float(batch)},

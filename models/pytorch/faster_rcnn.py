@@ -47,7 +47,10 @@ import itertools
 
 import torch
 import torch.nn.functional as F
-from tbd.models.base import Workload
+from torch import nn
+
+from tbd.errors import UsageError
+from tbd.models.base import Workload, pool_workload
 
 # Sizes, thresholds and data constants are framework-neutral: one copy, shared with the MXNet and
 # TensorFlow ports (models/numpy_detection.py).
@@ -76,9 +79,6 @@ from tbd.models.numpy_detection import SIZES as _SIZES
 from tbd.models.pytorch import detection_ops as ops
 from tbd.models.pytorch.resnet50 import resnet
 from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args
-from torch import nn
-
-from tbd.errors import UsageError
 
 
 class FrozenBatchNorm2d(nn.Module):
@@ -274,11 +274,9 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     host_pool = [voc_like_image(cfg, generator) for _ in range(pool_size)]
     pool = [(image.to(device), boxes.to(device), labels.to(device), RPN_MIN_SIZE * scale)
             for image, boxes, labels, scale in host_pool]
-    images = itertools.cycle(pool)
     sampler = torch.Generator(device=device).manual_seed(seed)
 
-    def step() -> torch.Tensor:
-        image, boxes, labels, min_size = next(images)
+    def train_step(image, boxes, labels, min_size) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         loss = sum(model(image, boxes, labels, min_size, sampler).values())
         loss.backward()
@@ -286,9 +284,8 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         return loss
 
     sides = sorted({tuple(image.shape[-2:]) for image, *_ in pool})
-    return Workload(
-        name="faster_rcnn",
-        step=step,
+    return pool_workload(
+        "faster_rcnn", pool, train_step,
         samples_per_step=1,
         throughput_unit="images/s",
         model=model,

@@ -31,12 +31,14 @@ at least 17x17, which the stem and Mixed_6a reach only from 299x299 inputs; so t
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Callable
 
 import torch
-from tbd.models.base import Workload
+from torch import nn
+from torch.nn import functional as F
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, image_batch
 
 # What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
@@ -44,10 +46,7 @@ from tbd.models.specs import INCEPTION3_AUX_WEIGHT as AUX_WEIGHT  # noqa: F401 -
 from tbd.models.specs import INCEPTION3_FULL_STAGES as FULL_STAGES
 from tbd.models.specs import INCEPTION3_LABEL_SMOOTHING as LABEL_SMOOTHING
 from tbd.models.specs import INCEPTION3_SIZES as _SIZES
-from torch import nn
-from torch.nn import functional as F
-
-from tbd.errors import UsageError
+from tbd.models.specs import check_inception3_batch
 
 Scale = Callable[[int], int]
 
@@ -272,11 +271,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         smoothing 0.1) and returns the loss tensor (no host sync).
     """
     check_build_args(batch, size, tuple(_SIZES), pool_size)
-    if batch < 2:
-        # The auxiliary head ends on a 1x1 map, so its conv1 BatchNorm would normalise one value
-        # per channel, which training-mode BatchNorm refuses (torchvision's model has the same limit).
-        raise UsageError(f"inception3 needs a batch of at least 2 images, got {batch}",
-                         hint="the auxiliary classifier's BatchNorm sees one value per channel at batch 1")
+    check_inception3_batch(batch)
     stages, width, side, classes = _SIZES[size]
     device = torch.device(device)
     generator = torch.Generator().manual_seed(seed)
@@ -290,10 +285,8 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
 
     pool = [tuple(t.to(device) for t in image_batch(batch, (3, side, side), classes, generator))
             for _ in range(pool_size)]
-    batches = itertools.cycle(pool)
 
-    def step() -> torch.Tensor:
-        images, labels = next(batches)
+    def train_step(images, labels) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         logits, aux = model(images)
         loss = criterion(logits, labels) + AUX_WEIGHT * criterion(aux, labels)
@@ -301,14 +294,12 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         optimizer.step()
         return loss
 
-    return Workload(
-        name="inception3",
-        step=step,
+    return pool_workload(
+        "inception3", pool, train_step,
         samples_per_step=batch,
         throughput_unit="images/s",
         model=model,
         optimizer=optimizer,
-        inputs=lambda: [t for pair in pool for t in pair],
         description=(f"Inception-v3 with auxiliary head (Szegedy et al. 2016, torchvision layout; {size}: "
                      f"width x{width:g}, blocks A/C/E {len(stages[0])}/{len(stages[1])}/{stages[2]}, "
                      f"3x{side}x{side} images, {classes} classes), RMSProp lr 0.045, "

@@ -9,15 +9,15 @@ ResNet-101 (3, 4, 23, 3) and ResNet-152 (3, 8, 36, 3).
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
-from tbd.models.base import Workload
+from torch import nn
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, image_batch
 from tbd.models.specs import RESNET_DEPTHS as DEPTHS  # noqa: F401 - public name (faster_rcnn, tests)
 from tbd.models.specs import RESNET_SIZES as _SIZES
-from torch import nn
 
 _EXPANSION = 4  # bottleneck output channels / inner width
 
@@ -108,24 +108,20 @@ def build_variant(variant: str, batch: int, device: "torch.device | str", size: 
 
     pool = [tuple(t.to(device) for t in image_batch(batch, (3, side, side), classes, generator))
             for _ in range(pool_size)]
-    batches = itertools.cycle(pool)
 
-    def step() -> torch.Tensor:
-        images, labels = next(batches)
+    def train_step(images, labels) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         loss = criterion(model(images), labels)
         loss.backward()
         optimizer.step()
         return loss
 
-    return Workload(
-        name=variant,
-        step=step,
+    return pool_workload(
+        variant, pool, train_step,
         samples_per_step=batch,
         throughput_unit="images/s",
         model=model,
         optimizer=optimizer,
-        inputs=lambda: [t for pair in pool for t in pair],
         description=(f"{variant} v1.5 ({size}: depths {depths}, width {width}, 3x{side}x{side} images, "
                      f"{classes} classes), SGD momentum 0.9, {pool_size} synthetic batches of {batch}"),
     )

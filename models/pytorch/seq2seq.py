@@ -21,14 +21,13 @@ nn.LSTM call (cuDNN on a GPU) over the whole target sentence under teacher forci
 
 from __future__ import annotations
 
-import itertools
-
 import torch
-from tbd.models.base import Workload
-from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
-from tbd.models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from tbd.models.base import Workload, pool_workload
+from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
+from tbd.models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
 
 #: Special token ids; regular tokens are FIRST_TOKEN..vocab-1.
 PAD, BOS, EOS = 0, 1, 2
@@ -102,10 +101,8 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     # avoids a device-to-host copy (a sync) on every step.
     pool = [(src.to(device), src_len, tgt_in.to(device), tgt_out.to(device))
             for src, src_len, tgt_in, tgt_out in host_pool]
-    batches = itertools.cycle(pool)
 
-    def step() -> torch.Tensor:
-        src, src_len, tgt_in, tgt_out = next(batches)
+    def train_step(src, src_len, tgt_in, tgt_out) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         logits = model(src, src_len, tgt_in)
         loss = criterion(logits.reshape(-1, vocab), tgt_out.reshape(-1))
@@ -116,9 +113,8 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     # Batches in the pool differ in length, so tokens per step is their mean: exact over any
     # whole number of trips through the pool, and off by under (max - min) / (n * mean) over n steps.
     tokens = sum(batch_tokens(src, tgt_out) for src, _, _, tgt_out in host_pool) / pool_size
-    return Workload(
-        name="seq2seq",
-        step=step,
+    return pool_workload(
+        "seq2seq", pool, train_step,
         samples_per_step=batch,
         throughput_unit="sentences/s",
         units_per_step={"tokens/s": tokens},

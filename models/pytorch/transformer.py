@@ -28,12 +28,13 @@ Deliberate choices, none changing the step's cost:
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
 import torch.nn.functional as F
-from tbd.models.base import Workload
+from torch import nn
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
 from tbd.models.specs import (
     TRANSFORMER_ADAM_BETAS,
@@ -43,7 +44,6 @@ from tbd.models.specs import (
     TRANSFORMER_MAX_POSITIONS,
     TRANSFORMER_SIZES,
 )
-from torch import nn
 
 #: Special token ids; regular tokens are FIRST_TOKEN..vocab-1.
 PAD, BOS, EOS = 0, 1, 2
@@ -206,10 +206,8 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
 
     host_pool = [sentence_pair_batch(batch, vocab, shortest, longest, generator) for _ in range(pool_size)]
     pool = [tuple(t.to(device) for t in pair) for pair in host_pool]
-    batches = itertools.cycle(pool)
 
-    def step() -> torch.Tensor:
-        src, tgt_in, tgt_out = next(batches)
+    def train_step(src, tgt_in, tgt_out) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         logits = model(src, tgt_in)
         loss = criterion(logits.reshape(-1, vocab), tgt_out.reshape(-1))
@@ -220,15 +218,13 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
 
     # Batches differ in length, so tokens per step is their mean (exact over whole trips through the pool).
     tokens = sum(batch_tokens(src, tgt_out) for src, _, tgt_out in host_pool) / pool_size
-    return Workload(
-        name="transformer",
-        step=step,
+    return pool_workload(
+        "transformer", pool, train_step,
         samples_per_step=batch,
         throughput_unit="sentences/s",
         units_per_step={"tokens/s": tokens},
         model=model,
         optimizer=optimizer,
-        inputs=lambda: [t for pair in pool for t in pair],
         description=(f"Transformer base (Vaswani et al. 2017; {size}: {enc_layers}+{dec_layers} layers, "
                      f"d_model {d_model}, {heads} heads, FFN {d_ff}, shared vocab {vocab}, sentences of "
                      f"{shortest}..{longest} tokens), Adam + inverse-sqrt warm-up {warmup}, "

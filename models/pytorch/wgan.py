@@ -38,9 +38,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import torch
-from tbd.models.base import Workload
+from torch import nn
+from torch.nn import functional as F
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args
 
 # What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
@@ -50,8 +54,6 @@ from tbd.models.specs import WGAN_BLOCKS as _BLOCKS
 from tbd.models.specs import WGAN_GP_WEIGHT as GP_WEIGHT
 from tbd.models.specs import WGAN_LEARNING_RATE as LEARNING_RATE
 from tbd.models.specs import WGAN_SIZES as _SIZES
-from torch import nn
-from torch.nn import functional as F
 
 
 class _Conv(nn.Conv2d):
@@ -187,10 +189,28 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     gen_opt = torch.optim.Adam(gen_net.parameters(), lr=LEARNING_RATE, betas=BETAS)
 
     pool = [_iteration_data(batch, side, noise, n_critic, generator, device) for _ in range(pool_size)]
-    iterations = itertools.cycle(pool)
 
-    def step() -> torch.Tensor:
-        reals, noises, alphas = next(iterations)
+    return pool_workload(
+        "wgan", pool, _train_step(gen_net, critic, gen_opt, critic_opt),
+        samples_per_step=batch * n_critic,  # real images the critic consumes per iteration
+        throughput_unit="images/s",
+        units_per_step={"generator_steps/s": 1.0},
+        model=model,
+        optimizer=[critic_opt, gen_opt],
+        description=(f"WGAN-GP ResNet generator/critic (Gulrajani et al. 2017, gan_64x64.py; {size}: DIM {dim}, "
+                     f"3x{side}x{side} images, noise {noise}, {n_critic} critic updates per generator update), "
+                     f"Adam(1e-4, 0, 0.9), {pool_size} synthetic iterations of {n_critic} batches of {batch}"),
+    )
+
+
+def _train_step(gen_net: Generator, critic: Critic, gen_opt: torch.optim.Optimizer,
+                critic_opt: torch.optim.Optimizer) -> Callable[..., torch.Tensor]:
+    """One WGAN-GP iteration: n_critic critic updates, then one generator update.
+
+    The returned function takes one pool entry (reals, noises, alphas) and returns the last
+    critic update's loss (detached).
+    """
+    def train_step(reals, noises, alphas) -> torch.Tensor:
         for real, z, alpha in zip(reals, noises, alphas):  # noises has one more: the generator's
             critic_opt.zero_grad(set_to_none=True)
             with torch.no_grad():
@@ -206,19 +226,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         gen_opt.step()
         return loss.detach()
 
-    return Workload(
-        name="wgan",
-        step=step,
-        samples_per_step=batch * n_critic,  # real images the critic consumes per iteration
-        throughput_unit="images/s",
-        units_per_step={"generator_steps/s": 1.0},
-        model=model,
-        optimizer=[critic_opt, gen_opt],
-        inputs=lambda: [t for entry in pool for group in entry for t in group],
-        description=(f"WGAN-GP ResNet generator/critic (Gulrajani et al. 2017, gan_64x64.py; {size}: DIM {dim}, "
-                     f"3x{side}x{side} images, noise {noise}, {n_critic} critic updates per generator update), "
-                     f"Adam(1e-4, 0, 0.9), {pool_size} synthetic iterations of {n_critic} batches of {batch}"),
-    )
+    return train_step
 
 
 def _iteration_data(batch: int, side: int, noise: int, n_critic: int, generator: torch.Generator,

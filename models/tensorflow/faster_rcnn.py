@@ -11,7 +11,8 @@ per-class box regression; losses sigmoid cross-entropy + smooth-L1 (beta 1/9) fo
 softmax cross-entropy + smooth-L1 (beta 1) for the head. Frozen BatchNorm (a fixed per-channel
 affine whose statistics are set from one forward pass at build), conv1 and res2 frozen, SGD lr
 0.001, momentum 0.9, L2 weight decay 0.0005, one image per step. Sizes, constants, the synthetic
-VOC images and the anchor grid come from models/numpy_detection.py (shared with the MXNet port).
+VOC images and the anchor grid come from models/numpy_detection.py (shared with the MXNet port);
+the backbone is models/tensorflow/faster_rcnn_backbone.py, the box ops models/tensorflow/detection_ops.py.
 
 Parameters: 47,457,494 conv/dense/BN-affine values as PyTorch's model.parameters() (trainable or
 not); of them 47,129,750 are trainable (conv1, res2 and every BN gamma/beta frozen: 327,744).
@@ -39,94 +40,22 @@ TensorFlow-specific choices, none changing a parameter count:
 
 from __future__ import annotations
 
-import itertools
-
 import keras
 import numpy as np
 import tensorflow as tf
+
 from tbd.models import numpy_detection as nd
-from tbd.models.base import Workload
+from tbd.models.base import Workload, pool_workload
 from tbd.models.numpy_synthetic import POOL_SIZE
-
-_EXPANSION = 4  # bottleneck output channels / inner width
-
-
-class FrozenBatchNorm(keras.layers.Layer):
-    """y = (x - mean) / sqrt(var + eps) * gamma + beta with every term fixed (non-trainable).
-
-    PyTorch's FrozenBatchNorm2d (MXNet BatchNorm(use_global_stats=True) with gamma/beta fixed).
-    While `calibrating` (eager calls only), it normalises by its input's own statistics
-    (biased variance) and keeps them, as a training-mode BN with momentum 0 would.
-    """
-
-    def __init__(self, epsilon: float = 1e-5, **kwargs):
-        super().__init__(**kwargs)
-        self.epsilon = epsilon
-        self.calibrating = False
-
-    def build(self, input_shape):
-        channels = (int(input_shape[-1]),)
-        self.gamma = self.add_weight(channels, "ones", trainable=False, name="gamma")
-        self.beta = self.add_weight(channels, "zeros", trainable=False, name="beta")
-        self.moving_mean = self.add_weight(channels, "zeros", trainable=False, name="moving_mean")
-        self.moving_variance = self.add_weight(channels, "ones", trainable=False, name="moving_variance")
-
-    def call(self, x):
-        if self.calibrating:
-            mean, variance = tf.nn.moments(x, axes=[0, 1, 2])
-            self.moving_mean.assign(mean)
-            self.moving_variance.assign(variance)
-        scale = self.gamma * tf.math.rsqrt(self.moving_variance + self.epsilon)
-        return x * scale + (self.beta - self.moving_mean * scale)
-
-
-def _conv(x, channels: int, kernel: int, stride: int, name: str, trainable: bool):
-    """Bias-free conv with PyTorch's symmetric padding kernel // 2 and torchvision's kaiming fan-out init."""
-    pad = kernel // 2
-    padding = "same"  # stride 1 (or a 1x1 kernel): "same" pads k // 2 symmetrically (or nothing)
-    if stride > 1 and pad > 0:
-        x = keras.layers.ZeroPadding2D(pad, name=f"{name}_pad")(x)
-        padding = "valid"
-    init = keras.initializers.VarianceScaling(2.0, mode="fan_out", distribution="untruncated_normal")
-    return keras.layers.Conv2D(channels, kernel, strides=stride, padding=padding, use_bias=False,
-                               kernel_initializer=init, trainable=trainable, name=name)(x)
-
-
-def _conv_bn(x, channels: int, kernel: int, stride: int, name: str, trainable: bool):
-    return FrozenBatchNorm(name=f"{name}_bn")(_conv(x, channels, kernel, stride, name, trainable))
-
-
-def _stage(x, in_channels: int, width: int, blocks: int, stride: int, name: str, trainable: bool = True):
-    """`blocks` v1.5 bottlenecks (stride on the 3x3), the first with a projection shortcut."""
-    for block in range(blocks):
-        prefix, s = f"{name}_block{block + 1}", stride if block == 0 else 1
-        shortcut = x
-        if block == 0:
-            shortcut = _conv_bn(x, width * _EXPANSION, 1, s, f"{prefix}_down", trainable)
-        out = keras.layers.ReLU()(_conv_bn(x, width, 1, 1, f"{prefix}_conv1", trainable))
-        out = keras.layers.ReLU()(_conv_bn(out, width, 3, s, f"{prefix}_conv2", trainable))
-        out = _conv_bn(out, width * _EXPANSION, 1, 1, f"{prefix}_conv3", trainable)
-        x = keras.layers.ReLU()(keras.layers.Add()([out, shortcut]))
-    return x
-
-
-def _trunk(cfg: nd.DetectorConfig) -> keras.Model:
-    """conv1 .. conv4 (stride 16): float32 [1, H, W, 3] -> [1, ceil(H/16), ceil(W/16), 16 width]; conv1, res2 frozen."""
-    w = cfg.width
-    images = keras.Input((None, None, 3), batch_size=1, name="image")
-    x = keras.layers.ReLU()(_conv_bn(images, w, 7, 2, "conv1", trainable=False))
-    x = keras.layers.ZeroPadding2D(1, name="pool1_pad")(x)  # = PyTorch's -inf padding: input is post-ReLU
-    x = keras.layers.MaxPooling2D(3, strides=2, name="pool1")(x)
-    x = _stage(x, w, w, cfg.depths[0], 1, "res2", trainable=False)
-    x = _stage(x, 4 * w, 2 * w, cfg.depths[1], 2, "res3")
-    x = _stage(x, 8 * w, 4 * w, cfg.depths[2], 2, "res4")
-    return keras.Model(images, x, name="trunk")
-
-
-def _res5(cfg: nd.DetectorConfig) -> keras.Model:
-    """conv5: RoI features [R, P, P, 16 width] -> [R, P/2, P/2, 32 width] (first block strided)."""
-    rois = keras.Input((None, None, 16 * cfg.width), name="roi_features")
-    return keras.Model(rois, _stage(rois, 16 * cfg.width, 8 * cfg.width, cfg.depths[3], 2, "res5"), name="res5")
+from tbd.models.tensorflow.detection_ops import (
+    balanced_sample,
+    box_iou,
+    decode_boxes,
+    encode_boxes,
+    roi_align,
+    smooth_l1,
+)
+from tbd.models.tensorflow.faster_rcnn_backbone import FrozenBatchNorm, res5, trunk
 
 
 class FasterRCNN(keras.Model):
@@ -135,7 +64,7 @@ class FasterRCNN(keras.Model):
     def __init__(self, cfg: nd.DetectorConfig, sampler: tf.random.Generator | None = None, **kwargs):
         super().__init__(**kwargs)
         self.cfg = cfg
-        self.trunk, self.res5 = _trunk(cfg), _res5(cfg)
+        self.trunk, self.res5 = trunk(cfg), res5(cfg)
         anchors, c4 = len(cfg.anchor_sizes) * len(nd.ANCHOR_RATIOS), 16 * cfg.width
 
         def normal(std: float):  # the reference's N(0, std) weights, zero biases
@@ -184,7 +113,7 @@ class FasterRCNN(keras.Model):
         ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=scores)
         losses["head_cls"] = tf.reduce_sum(ce * ok_f) / tf.maximum(tf.reduce_sum(ok_f), 1.0)
         chosen = tf.gather(box_deltas, labels, batch_dims=1)  # [R, 4], the labelled class's deltas
-        l1 = tf.reduce_sum(_smooth_l1(chosen - targets, nd.HEAD_SMOOTH_L1_BETA), axis=1)
+        l1 = tf.reduce_sum(smooth_l1(chosen - targets, nd.HEAD_SMOOTH_L1_BETA), axis=1)
         losses["head_box"] = tf.reduce_sum(l1 * tf.cast(is_fg & ok, tf.float32)) / cfg.roi_batch
         return losses
 
@@ -199,66 +128,6 @@ class FasterRCNN(keras.Model):
         finally:
             for norm in norms:
                 norm.calibrating = False
-
-
-def _smooth_l1(x: tf.Tensor, beta: float) -> tf.Tensor:
-    """Elementwise smooth-L1 (Huber / beta): 0.5 x^2 / beta below beta, |x| - beta / 2 above (torch's)."""
-    ax = tf.abs(x)
-    return tf.where(ax < beta, 0.5 * x * x / beta, ax - 0.5 * beta)
-
-
-def box_iou(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
-    """IoU float32 [N, M] of boxes a [N, 4] against b [M, 4] (x1, y1, x2, y2); 0 for disjoint or empty pairs."""
-    top_left = tf.maximum(a[:, None, :2], b[None, :, :2])
-    bottom_right = tf.minimum(a[:, None, 2:], b[None, :, 2:])
-    wh = tf.maximum(bottom_right - top_left, 0.0)
-    inter = wh[..., 0] * wh[..., 1]
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    return inter / tf.maximum(area_a[:, None] + area_b[None, :] - inter, np.finfo(np.float32).tiny)
-
-
-def encode_boxes(targets: tf.Tensor, refs: tf.Tensor, weights=(1.0, 1.0, 1.0, 1.0)) -> tf.Tensor:
-    """R-CNN deltas [N, 4] moving refs [N, 4] onto targets [N, 4] (detection_ops.encode_boxes)."""
-    wx, wy, ww, wh = weights
-    rw, rh = refs[:, 2] - refs[:, 0], refs[:, 3] - refs[:, 1]
-    tw, th = targets[:, 2] - targets[:, 0], targets[:, 3] - targets[:, 1]
-    dx = wx * ((targets[:, 0] + 0.5 * tw) - (refs[:, 0] + 0.5 * rw)) / rw
-    dy = wy * ((targets[:, 1] + 0.5 * th) - (refs[:, 1] + 0.5 * rh)) / rh
-    return tf.stack([dx, dy, ww * tf.math.log(tw / rw), wh * tf.math.log(th / rh)], axis=1)
-
-
-def decode_boxes(deltas: tf.Tensor, refs: tf.Tensor) -> tf.Tensor:
-    """Boxes [N, 4] from deltas [N, 4] on refs [N, 4], log-scale changes capped at BBOX_XFORM_CLIP."""
-    rw, rh = refs[:, 2] - refs[:, 0], refs[:, 3] - refs[:, 1]
-    x = deltas[:, 0] * rw + refs[:, 0] + 0.5 * rw
-    y = deltas[:, 1] * rh + refs[:, 1] + 0.5 * rh
-    w = tf.exp(tf.minimum(deltas[:, 2], nd.BBOX_XFORM_CLIP)) * rw
-    h = tf.exp(tf.minimum(deltas[:, 3], nd.BBOX_XFORM_CLIP)) * rh
-    return tf.stack([x - 0.5 * w, y - 0.5 * h, x + 0.5 * w, y + 0.5 * h], axis=1)
-
-
-def balanced_sample(positive: tf.Tensor, negative: tf.Tensor, num: int, positive_fraction: float,
-                    generator: tf.random.Generator) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """`num` slots: up to num * positive_fraction random positives, then random negatives (detection_ops').
-
-    Fixed shapes via top-k over uniform keys. Returns (index int32 [num], is_positive bool [num],
-    valid bool [num]); a slot is invalid when the pools run out.
-    """
-    n = tf.shape(positive)[0]
-    key = generator.uniform([n])
-    pos_key, pos_index = tf.math.top_k(tf.where(positive, key, -1.0), tf.minimum(int(num * positive_fraction), n))
-    neg_key, neg_index = tf.math.top_k(tf.where(negative, key, -1.0), tf.minimum(num, n))
-    taken = tf.reduce_sum(tf.cast(pos_key >= 0, tf.int32))
-    slot = tf.range(num)
-    is_positive = slot < taken
-    neg_count = tf.shape(neg_index)[0]
-    neg_slot = slot - taken
-    neg_ok = neg_slot < neg_count
-    neg_slot = tf.clip_by_value(neg_slot, 0, neg_count - 1)
-    index = tf.where(is_positive, tf.gather(pos_index, tf.minimum(slot, tf.shape(pos_index)[0] - 1)),
-                     tf.gather(neg_index, neg_slot))
-    return index, is_positive, is_positive | (neg_ok & (tf.gather(neg_key, neg_slot) >= 0))
 
 
 def _rpn_losses(anchors, objectness, deltas, gt_boxes, height, width, batch: int, generator) -> dict:
@@ -281,7 +150,7 @@ def _rpn_losses(anchors, objectness, deltas, gt_boxes, height, width, batch: int
     regress = is_pos & ok
     targets = tf.where(regress[:, None], encode_boxes(tf.gather(gt_boxes, tf.gather(match, index)),
                                                       tf.gather(anchors, index)), 0.0)
-    l1 = tf.reduce_sum(_smooth_l1(tf.gather(deltas, index) - targets, nd.RPN_SMOOTH_L1_BETA), axis=1)
+    l1 = tf.reduce_sum(smooth_l1(tf.gather(deltas, index) - targets, nd.RPN_SMOOTH_L1_BETA), axis=1)
     return {"rpn_cls": tf.reduce_sum(bce * ok_f) / tf.maximum(tf.reduce_sum(ok_f), 1.0),
             "rpn_box": tf.reduce_sum(l1 * tf.cast(regress, tf.float32)) / batch}
 
@@ -329,33 +198,6 @@ def _sample_rois(proposals, valid, gt_boxes, gt_labels, batch: int, generator):
     return rois, labels, targets, is_fg, ok
 
 
-def roi_align(features: tf.Tensor, rois: tf.Tensor, output_size: int, spatial_scale: float,
-              sampling_ratio: int = 2) -> tf.Tensor:
-    """RoI Align (aligned) of features [1, H, W, C] over rois [R, 4] (image pixels) -> [R, P, P, C].
-
-    torchvision.ops.roi_align(aligned=True) with a fixed sampling_ratio, built from
-    tf.image.crop_and_resize: sample k of n = P * sampling_ratio along an axis sits at
-    x1' + (k + 0.5) (x2' - x1') / n (x' = x * scale - 0.5, in cell-centre coordinates), so the
-    crop box runs from the first to the last sample (crop_and_resize spaces n samples evenly
-    from box edge to box edge over (size - 1)); a 2x2 average pool makes the bins. The map is
-    first padded by one edge-replicated cell, so a sample within one cell outside the map takes
-    the edge value and one beyond is 0 (extrapolation_value), torchvision's border rule.
-    Gradients reach `features`, not the RoI coordinates.
-    """
-    n = output_size * sampling_ratio
-    padded = tf.pad(features, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="SYMMETRIC")
-    shape = tf.shape(padded)
-    last_y, last_x = tf.cast(shape[1] - 1, tf.float32), tf.cast(shape[2] - 1, tf.float32)
-    boxes = tf.stop_gradient(rois) * spatial_scale - 0.5 + 1.0  # aligned shift, then +1 for the pad
-    step = (boxes[:, 2:] - boxes[:, :2]) / n  # [R, 2] (x, y)
-    first = boxes[:, :2] + 0.5 * step
-    last = boxes[:, :2] + (n - 0.5) * step
-    crop = tf.stack([first[:, 1] / last_y, first[:, 0] / last_x, last[:, 1] / last_y, last[:, 0] / last_x], 1)
-    samples = tf.image.crop_and_resize(padded, crop, tf.zeros(tf.shape(rois)[:1], tf.int32), [n, n],
-                                       method="bilinear", extrapolation_value=0.0)
-    return tf.nn.avg_pool2d(samples, sampling_ratio, sampling_ratio, "VALID")
-
-
 def build(batch: int, device: str, size: str = "full", seed: int = 0,
           *, pool_size: int = POOL_SIZE) -> Workload:
     """Faster R-CNN training workload: SGD with momentum, one synthetic VOC-like image per step, on `device`.
@@ -383,18 +225,42 @@ def build(batch: int, device: str, size: str = "full", seed: int = 0,
         model.calibrate(calibration)
         optimizer = keras.optimizers.SGD(learning_rate=nd.LEARNING_RATE, momentum=nd.MOMENTUM)
         optimizer.build(model.trainable_variables)
-        pool = []
-        for image, boxes, labels, scale in host_pool:
-            cells = nd.feature_side(image.shape[2]), nd.feature_side(image.shape[3])
-            anchors = nd.anchor_grid(*cells, nd.STRIDE, cfg.anchor_sizes, nd.ANCHOR_RATIOS)
-            pool.append((tf.constant(image.transpose(0, 2, 3, 1)), tf.constant(boxes), tf.constant(labels),
-                         tf.constant(anchors), tf.constant(nd.RPN_MIN_SIZE * scale, tf.float32)))
+        pool = [_to_tensors(cfg, *arrays) for arrays in host_pool]
 
-    # No input_signature and no reduce_retracing: each image shape of the pool gets its own trace
-    # with static shapes (at most pool_size traces, all in the first pass over the pool, never
-    # again), so the hook reads every conv's operand shapes (a None dim would leave the trunk's
-    # FLOPs unknown). Each trace runs under a name scope naming its shapes, so op names stay unique
-    # across the traces and the hook matches each op event to its own graph's shapes.
+    sides = sorted({tuple(image.shape[2:]) for image, *_ in host_pool})
+    return pool_workload(
+        "faster_rcnn", pool, _train_step(model, optimizer),
+        scope=lambda: tf.device(device),
+        samples_per_step=1,
+        throughput_unit="images/s",
+        model=model,
+        optimizer=optimizer,
+        inputs=lambda: [t for image, boxes, labels, *_ in pool for t in (image, boxes, labels)],
+        description=(f"Faster R-CNN (Ren et al. 2015), ResNet C4 ({size}: depths {cfg.depths}, width {cfg.width}; "
+                     f"RPN {cfg.rpn_channels}, {cfg.post_nms} proposals, {cfg.roi_batch} RoIs, RoI Align "
+                     f"{cfg.pooled}x{cfg.pooled} via crop_and_resize), Keras 3 on TensorFlow (tf.function, no XLA), "
+                     f"SGD momentum 0.9, {pool_size} synthetic VOC images (HxW {sides})"),
+    )
+
+
+def _to_tensors(cfg: nd.DetectorConfig, image: np.ndarray, boxes: np.ndarray, labels: np.ndarray,
+                scale: float) -> tuple[tf.Tensor, ...]:
+    """(image NHWC, gt boxes, gt labels, anchors, smallest proposal side) of one pool image, on the current device."""
+    cells = nd.feature_side(image.shape[2]), nd.feature_side(image.shape[3])
+    anchors = nd.anchor_grid(*cells, nd.STRIDE, cfg.anchor_sizes, nd.ANCHOR_RATIOS)
+    return (tf.constant(image.transpose(0, 2, 3, 1)), tf.constant(boxes), tf.constant(labels),
+            tf.constant(anchors), tf.constant(nd.RPN_MIN_SIZE * scale, tf.float32))
+
+
+def _train_step(model: FasterRCNN, optimizer: keras.optimizers.Optimizer) -> tf.types.experimental.PolymorphicFunction:
+    """The training iteration as a tf.function: summed losses, their gradient, SGD with L2 weight decay.
+
+    No input_signature and no reduce_retracing: each image shape of the pool gets its own trace
+    with static shapes (at most pool_size traces, all in the first pass over the pool, never
+    again), so the hook reads every conv's operand shapes (a None dim would leave the trunk's
+    FLOPs unknown). Each trace runs under a name scope naming its shapes, so op names stay unique
+    across the traces and the hook matches each op event to its own graph's shapes.
+    """
     @tf.function(jit_compile=False, reduce_retracing=False)
     def train_step(image, boxes, labels, anchors, min_size):
         with tf.name_scope(f"image{image.shape[1]}x{image.shape[2]}_gt{boxes.shape[0]}"):
@@ -406,25 +272,4 @@ def build(batch: int, device: str, size: str = "full", seed: int = 0,
             optimizer.apply_gradients([(g + nd.WEIGHT_DECAY * v, v) for g, v in zip(grads, variables)])
             return loss
 
-    images = itertools.cycle(pool)
-
-    def step() -> tf.Tensor:
-        with tf.device(device):
-            return train_step(*next(images))
-
-    step.train_step = train_step  # the tf.function, so the hook can read its graph (FLOPs)
-
-    sides = sorted({tuple(image.shape[2:]) for image, *_ in host_pool})
-    return Workload(
-        name="faster_rcnn",
-        step=step,
-        samples_per_step=1,
-        throughput_unit="images/s",
-        model=model,
-        optimizer=optimizer,
-        inputs=lambda: [t for image, boxes, labels, *_ in pool for t in (image, boxes, labels)],
-        description=(f"Faster R-CNN (Ren et al. 2015), ResNet C4 ({size}: depths {cfg.depths}, width {cfg.width}; "
-                     f"RPN {cfg.rpn_channels}, {cfg.post_nms} proposals, {cfg.roi_batch} RoIs, RoI Align "
-                     f"{cfg.pooled}x{cfg.pooled} via crop_and_resize), Keras 3 on TensorFlow (tf.function, no XLA), "
-                     f"SGD momentum 0.9, {pool_size} synthetic VOC images (HxW {sides})"),
-    )
+    return train_step

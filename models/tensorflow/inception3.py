@@ -33,13 +33,13 @@ Differences from PyTorch that change no parameter and no FLOP count:
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import keras
 import numpy as np
 import tensorflow as tf
-from tbd.models.base import Workload
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 
 # What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
@@ -49,8 +49,7 @@ from tbd.models.specs import INCEPTION3_FULL_STAGES as FULL_STAGES
 from tbd.models.specs import INCEPTION3_INIT_STD as _STD
 from tbd.models.specs import INCEPTION3_LABEL_SMOOTHING as LABEL_SMOOTHING
 from tbd.models.specs import INCEPTION3_SIZES as _SIZES
-
-from tbd.errors import UsageError
+from tbd.models.specs import check_inception3_batch
 
 
 class _Builder:
@@ -215,11 +214,7 @@ def build(batch: int, device: str, size: str = "full", seed: int = 0,
         label smoothing 0.1) and returns the scalar loss tensor without reading it (no host sync).
     """
     check_build_args(batch, size, tuple(_SIZES), pool_size)
-    if batch < 2:
-        # As in the PyTorch version: the aux head's conv1 BatchNorm normalises a 1x1 map, one
-        # value per channel at batch 1, whose batch variance is 0 (PyTorch refuses it outright).
-        raise UsageError(f"inception3 needs a batch of at least 2 images, got {batch}",
-                         hint="the auxiliary classifier's BatchNorm sees one value per channel at batch 1")
+    check_inception3_batch(batch)
     stages, width, side, classes = _SIZES[size]
     rng = np.random.RandomState(seed)
     keras.utils.set_random_seed(seed)
@@ -241,22 +236,13 @@ def build(batch: int, device: str, size: str = "full", seed: int = 0,
         optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return loss
 
-    batches = itertools.cycle(pool)
-
-    def step() -> tf.Tensor:
-        with tf.device(device):
-            return train_step(*next(batches))
-
-    step.train_step = train_step  # the tf.function: the TF hook reads its traced graphs for FLOPs
-
-    return Workload(
-        name="inception3",
-        step=step,
+    return pool_workload(
+        "inception3", pool, train_step,
+        scope=lambda: tf.device(device),
         samples_per_step=batch,
         throughput_unit="images/s",
         model=model,
         optimizer=optimizer,
-        inputs=lambda: [t for pair in pool for t in pair],
         description=(f"Inception-v3 with auxiliary head (Szegedy et al. 2016, torchvision layout; {size}: "
                      f"width x{width:g}, blocks A/C/E {len(stages[0])}/{len(stages[1])}/{stages[2]}, "
                      f"{side}x{side}x3 NHWC images, {classes} classes), Keras 3 on TensorFlow (tf.function, "

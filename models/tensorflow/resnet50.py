@@ -25,13 +25,13 @@ exactly torch.optim.SGD(weight_decay=1e-4). Keras's own `weight_decay=` argument
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import keras
 import numpy as np
 import tensorflow as tf
-from tbd.models.base import Workload
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args, image_batch
 
 # Sizes are framework-neutral: one copy in models/specs.py.
@@ -152,22 +152,13 @@ def build(batch: int, device: str, size: str = "full", seed: int = 0,
         optimizer.apply_gradients([(g + WEIGHT_DECAY * v, v) for g, v in zip(grads, variables)])
         return loss
 
-    batches = itertools.cycle(pool)
-
-    def step() -> tf.Tensor:
-        with tf.device(device):
-            return train_step(*next(batches))
-
-    step.train_step = train_step  # the tf.function, so a caller can check its trace count
-
-    return Workload(
-        name="resnet50",
-        step=step,
+    return pool_workload(
+        "resnet50", pool, train_step,
+        scope=lambda: tf.device(device),
         samples_per_step=batch,
         throughput_unit="images/s",
         model=model,
         optimizer=optimizer,
-        inputs=lambda: [t for pair in pool for t in pair],
         description=(f"resnet50 v1.5 ({size}: depths {depths}, width {width}, {side}x{side}x3 NHWC images, "
                      f"{classes} classes), Keras 3 on TensorFlow (tf.function, no XLA), SGD momentum 0.9 "
                      f"with L2 weight decay 1e-4, {pool_size} synthetic batches of {batch}"),

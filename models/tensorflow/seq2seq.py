@@ -29,12 +29,11 @@ batches), which the PyTorch version, padding each batch to its own longest, does
 
 from __future__ import annotations
 
-import itertools
-
 import keras
 import numpy as np
 import tensorflow as tf
-from tbd.models.base import Workload
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.numpy_synthetic import (  # noqa: F401
     BOS,
     EOS,
@@ -131,9 +130,34 @@ def build(batch: int, device: str, size: str = "full", seed: int = 0,
         optimizer = keras.optimizers.Adam(learning_rate=1e-3, epsilon=1e-8)
         optimizer.build(model.trainable_variables)
 
-    # Static shapes (module docstring): one trace, and every op's shape known in the graph.
-    src_ids = tf.TensorSpec(host_pool[0][0].shape, tf.int32)
-    tgt_ids = tf.TensorSpec(host_pool[0][1].shape, tf.int32)
+    train_step = _train_step(model, optimizer, host_pool[0][0].shape, host_pool[0][1].shape)
+
+    # Batches in the pool differ in length, so tokens per step is their mean (as in PyTorch).
+    tokens = sum(batch_tokens(src, tgt_out) for src, _, tgt_out in host_pool) / pool_size
+    return pool_workload(
+        "seq2seq", pool, train_step,
+        scope=lambda: tf.device(device),
+        samples_per_step=batch,
+        throughput_unit="sentences/s",
+        units_per_step={"tokens/s": tokens},
+        model=model,
+        optimizer=optimizer,
+        description=(f"Seq2Seq NMT ({size}: vocab {vocab}, embed {embed}, {layers}x{hidden} LSTM encoder and "
+                     f"decoder, Luong attention, sentences of {shortest}..{longest} tokens), Keras 3 on "
+                     f"TensorFlow (tf.function, no XLA), Adam, {pool_size} synthetic batches of {batch} "
+                     f"sentence pairs"),
+    )
+
+
+def _train_step(model: Seq2Seq, optimizer: keras.optimizers.Optimizer, src_shape: tuple[int, int],
+                tgt_shape: tuple[int, int]) -> tf.types.experimental.PolymorphicFunction:
+    """One optimizer step on the cross-entropy averaged over real target tokens, as a tf.function.
+
+    It takes (src, tgt_in, tgt_out) int32 batches of shapes src_shape, tgt_shape, tgt_shape.
+    Static shapes (module docstring): one trace, and every op's shape known in the graph.
+    """
+    src_ids = tf.TensorSpec(src_shape, tf.int32)
+    tgt_ids = tf.TensorSpec(tgt_shape, tf.int32)
 
     @tf.function(input_signature=[src_ids, tgt_ids, tgt_ids], jit_compile=False, reduce_retracing=True)
     def train_step(src: tf.Tensor, tgt_in: tf.Tensor, tgt_out: tf.Tensor) -> tf.Tensor:
@@ -146,28 +170,4 @@ def build(batch: int, device: str, size: str = "full", seed: int = 0,
         optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return loss
 
-    batches = itertools.cycle(pool)
-
-    def step() -> tf.Tensor:
-        with tf.device(device):
-            return train_step(*next(batches))
-
-    step.train_step = train_step  # the tf.function, so a caller can check its trace count
-
-    # Batches in the pool differ in length, so tokens per step is their mean (as in PyTorch).
-    tokens = sum(batch_tokens(src, tgt_out) for src, _, tgt_out in host_pool) / pool_size
-    return Workload(
-        name="seq2seq",
-        step=step,
-        samples_per_step=batch,
-        throughput_unit="sentences/s",
-        units_per_step={"tokens/s": tokens},
-        model=model,
-        optimizer=optimizer,
-        inputs=lambda: [t for arrays in pool for t in arrays],
-        description=(f"Seq2Seq NMT ({size}: vocab {vocab}, embed {embed}, {layers}x{hidden} LSTM encoder and "
-                     f"decoder, Luong attention, sentences of {shortest}..{longest} tokens), Keras 3 on "
-                     f"TensorFlow (tf.function, no XLA), Adam, {pool_size} synthetic batches of {batch} "
-                     f"sentence pairs"),
-    )
-
+    return train_step

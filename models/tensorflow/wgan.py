@@ -39,7 +39,8 @@ import itertools
 import keras
 import numpy as np
 import tensorflow as tf
-from tbd.models.base import Workload
+
+from tbd.models.base import Workload, pool_workload
 from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args
 
 # What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
@@ -193,6 +194,27 @@ def build(batch: int, device: str, size: str = "full", seed: int = 0,
         pool = [tuple([tf.constant(a) for a in group] for group in _iteration_data(batch, side, noise, n_critic, rng))
                 for _ in range(pool_size)]
 
+    return pool_workload(
+        "wgan", pool, _train_step(gen_net, critic_net, gen_opt, critic_opt),
+        scope=lambda: tf.device(device),
+        samples_per_step=batch * n_critic,  # real images the critic consumes per iteration
+        throughput_unit="images/s",
+        units_per_step={"generator_steps/s": 1.0},
+        model=[gen_net, critic_net],
+        optimizer=[gen_opt, critic_opt],
+        description=(f"WGAN-GP ResNet generator/critic (Gulrajani et al. 2017, gan_64x64.py; {size}: DIM {dim}, "
+                     f"{side}x{side}x3 NHWC images, noise {noise}, {n_critic} critic updates per generator "
+                     f"update), Keras 3 on TensorFlow (tf.function, no XLA), Adam(1e-4, 0, 0.9), "
+                     f"{pool_size} synthetic iterations of {n_critic} batches of {batch}"),
+    )
+
+
+def _train_step(gen_net: keras.Model, critic_net: keras.Model, gen_opt: keras.optimizers.Optimizer,
+                critic_opt: keras.optimizers.Optimizer) -> tf.types.experimental.PolymorphicFunction:
+    """One WGAN-GP iteration as a tf.function: n_critic critic updates, then one generator update.
+
+    Takes one pool entry (reals, noises, alphas); returns the last critic update's loss.
+    """
     @tf.function(jit_compile=False, reduce_retracing=True)
     def train_step(reals: list, noises: list, alphas: list) -> tf.Tensor:
         for real, z, alpha in zip(reals, noises, alphas):  # noises has one more: the generator's
@@ -207,25 +229,4 @@ def build(batch: int, device: str, size: str = "full", seed: int = 0,
         gen_opt.apply_gradients(zip(tape.gradient(gen_loss, variables), variables))
         return loss
 
-    iterations = itertools.cycle(pool)
-
-    def step() -> tf.Tensor:
-        with tf.device(device):
-            return train_step(*next(iterations))
-
-    step.train_step = train_step  # the tf.function: the hook reads its graph; tests check its trace count
-
-    return Workload(
-        name="wgan",
-        step=step,
-        samples_per_step=batch * n_critic,  # real images the critic consumes per iteration
-        throughput_unit="images/s",
-        units_per_step={"generator_steps/s": 1.0},
-        model=[gen_net, critic_net],
-        optimizer=[gen_opt, critic_opt],
-        inputs=lambda: [t for entry in pool for group in entry for t in group],
-        description=(f"WGAN-GP ResNet generator/critic (Gulrajani et al. 2017, gan_64x64.py; {size}: DIM {dim}, "
-                     f"{side}x{side}x3 NHWC images, noise {noise}, {n_critic} critic updates per generator "
-                     f"update), Keras 3 on TensorFlow (tf.function, no XLA), Adam(1e-4, 0, 0.9), "
-                     f"{pool_size} synthetic iterations of {n_critic} batches of {batch}"),
-    )
+    return train_step

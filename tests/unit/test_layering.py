@@ -125,3 +125,23 @@ def test_no_private_name_crosses_a_module():
                 bad += [f"{m}:{node.lineno} imports {node.module}.{a.name}" for a in node.names
                         if a.name.startswith("_") and a.name != "__version__"]
     assert not bad, "\n".join(bad)
+
+
+# Where a project import inside a function is the point: `import tbd.<x>` must not pull the API's
+# dependencies into the framework venvs (tbd/__init__.py), and tbd.api imports PyTorch only when a
+# user profiles a step.
+_LAZY_ON_PURPOSE = {"tbd", "tbd.api"}
+
+
+def test_project_imports_sit_at_module_top():
+    """Only a framework import may be deferred into a function (each says why in a comment)."""
+    bad = []
+    for m, path in sorted(SOURCES.items()):
+        if m in _LAZY_ON_PURPOSE:
+            continue
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                bad += [f"{m}:{n.lineno}" for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))
+                        and any(name.split(".")[0] == "tbd" for name in
+                                ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]))]
+    assert not bad, "\n".join(bad)

@@ -13,11 +13,11 @@ import pytest
 mx = pytest.importorskip("mxnet")
 
 from mxnet import gluon  # noqa: E402
+
+from tbd.errors import UsageError  # noqa: E402
 from tbd.models.atari_env import ACTIONS  # noqa: E402
 from tbd.models.base import Workload  # noqa: E402
 from tbd.models.mxnet import a3c  # noqa: E402
-
-from tbd.errors import UsageError  # noqa: E402
 
 PYTORCH_PARAMS = 677_943  # models/pytorch/a3c.py (tests/models/pytorch/test_pytorch_a3c.py closed form)
 

@@ -12,11 +12,10 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
+from tbd.errors import UsageError  # noqa: E402
 from tbd.models import numpy_speech as speech  # noqa: E402
 from tbd.models.base import Workload  # noqa: E402
 from tbd.models.mxnet import deepspeech2 as ds  # noqa: E402
-
-from tbd.errors import UsageError  # noqa: E402
 
 PYTORCH_PARAMS = 180_987_293  # models/pytorch/deepspeech2.py (tests/models/pytorch/test_pytorch_deepspeech2.py closed form)
 

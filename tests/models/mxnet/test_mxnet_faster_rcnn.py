@@ -15,12 +15,12 @@ import pytest
 mx = pytest.importorskip("mxnet")
 
 from mxnet import autograd  # noqa: E402
+
+from tbd.errors import UsageError  # noqa: E402
 from tbd.models import numpy_detection as det  # noqa: E402
 from tbd.models.base import Workload  # noqa: E402
 from tbd.models.mxnet import faster_rcnn  # noqa: E402
 from tbd.models.mxnet.faster_rcnn import FasterRCNN  # noqa: E402
-
-from tbd.errors import UsageError  # noqa: E402
 
 nd = mx.nd
 

@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
-from tbd.models.base import Workload
-from tbd.models.pytorch import deepspeech2 as ds
 
 from tbd.errors import UsageError
+from tbd.models.base import Workload
+from tbd.models.pytorch import deepspeech2 as ds
 
 
 def _param_count(model: torch.nn.Module) -> int:

@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
-from tbd.models.base import Workload
-from tbd.models.pytorch import inception3
 from torch.nn import functional as F
 
 from tbd.errors import UsageError
+from tbd.models.base import Workload
+from tbd.models.pytorch import inception3
 
 # torchvision's documented parameter count for Inception_V3_Weights.IMAGENET1K_V1 ("num_params"):
 # inception_v3 with the auxiliary classifier and 1000 classes.

@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
+
+from tbd.errors import UsageError
 from tbd.models.base import Workload
 from tbd.models.pytorch import resnet50, seq2seq
 from tbd.models.pytorch.seq2seq import BOS, EOS, FIRST_TOKEN, PAD
-
-from tbd.errors import UsageError
 
 FULL_VOCAB = 17_188
 

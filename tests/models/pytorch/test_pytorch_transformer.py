@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
+
+from tbd.errors import UsageError
 from tbd.models.base import Workload
 from tbd.models.pytorch import transformer
 from tbd.models.pytorch.transformer import BOS, EOS, FIRST_TOKEN, PAD
-
-from tbd.errors import UsageError
 
 VOCAB, D, HEADS, D_FF, LAYERS = 37_000, 512, 8, 2048, 6  # Vaswani et al. 2017, Table 3 "base"; §5.1 vocab
 

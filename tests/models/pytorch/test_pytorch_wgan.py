@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
-from tbd.models.base import Workload
-from tbd.models.pytorch import wgan
 
 from tbd.errors import UsageError
+from tbd.models.base import Workload
+from tbd.models.pytorch import wgan
 
 DIM, NOISE = 64, 128  # gan_64x64.py: DIM = 64, noise tf.random_normal([n, 128])
 

@@ -12,9 +12,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
 from param_counts import inception3_counts  # noqa: E402
-from tbd.models.tensorflow import inception3  # noqa: E402
 
 from tbd.errors import UsageError  # noqa: E402
+from tbd.models.tensorflow import inception3  # noqa: E402
 
 CPU = "/CPU:0"
 # models/pytorch/inception3.py (tests/models/pytorch/test_pytorch_inception3.py): torchvision's documented count for

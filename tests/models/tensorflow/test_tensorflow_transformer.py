@@ -13,10 +13,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
-from tbd.models.tensorflow import transformer  # noqa: E402
-from tbd.models.tensorflow.transformer import BOS, EOS, PAD  # noqa: E402
 
 from tbd.errors import UsageError  # noqa: E402
+from tbd.models.tensorflow import transformer  # noqa: E402
+from tbd.models.tensorflow.transformer import BOS, EOS, PAD  # noqa: E402
 
 CPU = "/CPU:0"
 VOCAB, D, HEADS, D_FF, LAYERS = 37_000, 512, 8, 2048, 6  # Vaswani et al. 2017, Table 3 "base"; §5.1 vocab

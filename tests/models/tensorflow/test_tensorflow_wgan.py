@@ -13,9 +13,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
-from tbd.models.tensorflow import wgan  # noqa: E402
 
 from tbd.errors import UsageError  # noqa: E402
+from tbd.models.tensorflow import wgan  # noqa: E402
 
 CPU = "/CPU:0"
 DIM, NOISE = 64, 128  # gan_64x64.py: DIM = 64, noise tf.random_normal([n, 128])
