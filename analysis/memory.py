@@ -214,8 +214,9 @@ def pair_frees(events: MemoryEvents) -> tuple[np.ndarray, np.ndarray]:
 
 def innermost_op_end_ns(ts_ns: np.ndarray, ops: OpTable) -> np.ndarray:
     """End (ns) of the innermost op holding each sorted time; -1 where no op holds it."""
-    names = np.asarray(ops.name, dtype=object)
-    keep = np.array([not str(n).startswith("ProfilerStep#") for n in names], dtype=bool)
+    names = np.asarray(ops.name, dtype=object).tolist()
+    is_op = {n: not str(n).startswith("ProfilerStep#") for n in set(names)}  # once per distinct name
+    keep = np.fromiter(map(is_op.__getitem__, names), dtype=bool, count=len(names))
     starts, ends = np.asarray(ops.start_ns)[keep], np.asarray(ops.end_ns)[keep]
     order = np.lexsort((-ends, starts))  # by start; a parent before a child that starts with it
     starts, ends = starts[order].tolist(), ends[order].tolist()

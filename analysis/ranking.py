@@ -24,47 +24,78 @@ class KernelGroup:
 
 
 def group_kernels(kernels: KernelTable, util_pct: np.ndarray) -> list[KernelGroup]:
-    """Group rows by name, longest total time first.
+    """Group rows by name, longest total time first (ties: by name).
 
     A group's utilization is Σ flops / Σ (peak x duration), i.e. its rows' utilizations weighted by
     duration; it is NaN if any row's FLOPs are unknown, so a partly-counted kernel never looks idle.
+    A group's precision is the one most of its time ran in (ties: the first by name); its FLOP
+    source is the one source all its known rows share, "" if they differ or any row is unknown.
     """
     if len(kernels) == 0:
         return []
     total_ns = float(kernels.dur_ns.sum())
-    names, inverse = np.unique(kernels.name.astype(str), return_inverse=True)
-    time_ns = np.bincount(inverse, weights=kernels.dur_ns.astype(np.float64), minlength=names.size)
-    calls = np.bincount(inverse, minlength=names.size)
-    flops = np.bincount(inverse, weights=np.nan_to_num(kernels.flops, nan=0.0), minlength=names.size)
-    unknown = np.bincount(inverse, weights=~np.isfinite(kernels.flops), minlength=names.size) > 0
+    inverse, names = factorize(kernels.name)
+    size = len(names)
+    dur = kernels.dur_ns.astype(np.float64)
+    time_ns = np.bincount(inverse, weights=dur, minlength=size)
+    calls = np.bincount(inverse, minlength=size)
+    flops = np.bincount(inverse, weights=np.nan_to_num(kernels.flops, nan=0.0), minlength=size)
+    unknown = np.bincount(inverse, weights=~np.isfinite(kernels.flops), minlength=size) > 0
     # Σ over rows of util x dur = Σ flops / peak-rate seconds: the duration-weighted mean.
-    weighted = np.bincount(inverse, weights=np.nan_to_num(util_pct * kernels.dur_ns, nan=0.0), minlength=names.size)
-    util_unknown = np.bincount(inverse, weights=~np.isfinite(util_pct), minlength=names.size) > 0
+    weighted = np.bincount(inverse, weights=np.nan_to_num(util_pct * kernels.dur_ns, nan=0.0), minlength=size)
+    util_unknown = np.bincount(inverse, weights=~np.isfinite(util_pct), minlength=size) > 0
+    precision = _dominant(inverse, size, kernels.precision, dur)
+    source = _shared(inverse, size, kernels.flop_source)
+    by_name = np.empty(size, dtype=np.int64)
+    by_name[sorted(range(size), key=names.__getitem__)] = np.arange(size)
     groups = []
-    for g in np.argsort(-time_ns, kind="stable"):
-        rows = inverse == g
-        prec, prec_ns = _dominant(kernels.precision[rows], kernels.dur_ns[rows])
-        sources = {s for s in kernels.flop_source[rows] if s}
+    for g in np.lexsort((by_name, -time_ns)).tolist():
         groups.append(KernelGroup(
             name=str(names[g]),
             calls=int(calls[g]),
             time_ns=int(time_ns[g]),
             time_share_pct=100.0 * time_ns[g] / total_ns if total_ns > 0 else float("nan"),
             flops=float("nan") if unknown[g] else float(flops[g]),
-            flop_source="" if unknown[g] or len(sources) != 1 else sources.pop(),
-            precision=prec,
+            flop_source="" if unknown[g] else source[g],
+            precision=precision[g],
             util_pct=float("nan") if util_unknown[g] or time_ns[g] <= 0 else float(weighted[g] / time_ns[g]),
         ))
     return groups
 
 
-def _dominant(precisions: np.ndarray, dur_ns: np.ndarray) -> tuple[str, int]:
-    best, best_ns = "", -1
-    for p in set(precisions):
-        ns = int(dur_ns[precisions == p].sum())
-        if ns > best_ns:
-            best, best_ns = str(p), ns
-    return best, best_ns
+def factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """(codes, distinct values): codes[i] indexes values[i] in the distinct list (first-seen order).
+
+    A dict over the values, not np.unique: kernel names run to hundreds of characters, and a
+    fixed-width string copy of them to sort would cost far more than hashing each once.
+    """
+    items = values.tolist()
+    distinct = list(dict.fromkeys(items))
+    index = {v: i for i, v in enumerate(distinct)}
+    return np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items)), distinct
+
+
+def _dominant(group: np.ndarray, size: int, labels: np.ndarray, dur_ns: np.ndarray) -> list[str]:
+    """Per group, the label with the most summed duration (ties: the first by name)."""
+    code, distinct = factorize(labels)
+    order = sorted(range(len(distinct)), key=lambda i: str(distinct[i]))
+    per = np.bincount(group * len(distinct) + code, weights=dur_ns, minlength=size * len(distinct))
+    per = per.reshape(size, len(distinct))[:, order]
+    return [str(distinct[order[i]]) for i in np.argmax(per, axis=1).tolist()]
+
+
+def _shared(group: np.ndarray, size: int, labels: np.ndarray) -> list[str]:
+    """Per group, the one non-empty label its rows carry, "" when none or several."""
+    code, distinct = factorize(labels)
+    seen = np.bincount(group * len(distinct) + code, minlength=size * len(distinct)).reshape(size, len(distinct)) > 0
+    named = [i for i, label in enumerate(distinct) if label]
+    out = [""] * size
+    if named:
+        count = seen[:, named].sum(axis=1)
+        first = np.array(named)[np.argmax(seen[:, named], axis=1)]
+        for g in np.flatnonzero(count == 1).tolist():
+            out[g] = str(distinct[first[g]])
+    return out
 
 
 def average_util_pct(groups: list[KernelGroup]) -> float:

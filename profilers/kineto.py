@@ -1,10 +1,10 @@
-"""PyTorch profiler (Kineto) Chrome-trace reader: a trace file becomes `TraceRecords`.
+"""PyTorch profiler (Kineto) Chrome-trace reader: a trace becomes `TraceRecords`.
 
-Times. Kineto writes "ts"/"dur" in microseconds, as fractional decimals since ~2023
-(e.g. 4546152992285.686) and as integers before. A float64 cannot hold such a value to the
+Times. Kineto writes "ts"/"dur" in microseconds, as fractional decimals since ~2023 (e.g.
+1712195495505582.988) and as integers before. A float64 cannot hold such a value to the
 nanosecond, and rounding each kernel's ends to microseconds opens false gaps between back-to-back
-kernels (under-counting busy time), so numbers are parsed as `decimal.Decimal` and turned into
-exact integer nanoseconds. Times stay on the trace's own "ts" origin (`baseTimeNanoseconds` is not
+kernels (under-counting busy time), so the decimal text itself becomes exact integer nanoseconds
+(`profilers.trace_times`). Times stay on the trace's own "ts" origin (`baseTimeNanoseconds` is not
 applied); only differences matter downstream.
 
 Steps and window. Host spans named `ProfilerStep#N` (cat "user_annotation" in recent torch,
@@ -15,16 +15,16 @@ window and a note says so. Rows, ops and busy intervals are those that start ins
 
 GPU (the trace has "kernel" events). One row per kernel. Its launching op is found through the
 runtime/driver call with the same `correlation` (cudaLaunchKernel, cudaLaunchKernelExC,
-cuLaunchKernel, ...): the innermost "cpu_op" on that call's thread enclosing the call's start.
-FLOP attribution: walk up from the launching op to the OUTERMOST enclosing op that has a formula
-(`flops_of(shapes) is not None`); that op's FLOPs are split among ALL kernels launched beneath it
-in proportion to their durations, and those rows carry its name as `op`, source "analytic" and
-its precision (`precision_of(input types)`, "tf32" instead of "fp32" when the kernel name says
-tf32). Kernels with no formula op get NaN FLOPs, `op` = launching op name ("" if none), source
-"" and precision "". A formula op whose shapes are missing (`flops_of` returns NaN) leaves its
-rows at NaN FLOPs with source "". The step of a kernel is the step containing its launching call.
-Busy intervals are the kernel intervals; memcpy/memset ("gpu_memcpy", "gpu_memset") are not
-kernels and are only counted in a note.
+cuLaunchKernel, ...; the first such call in the file when several share an id): the innermost
+"cpu_op" on that call's thread enclosing the call's start. FLOP attribution: walk up from the
+launching op to the OUTERMOST enclosing op that has a formula (`flops_of(shapes) is not None`);
+that op's FLOPs are split among ALL kernels launched beneath it in proportion to their durations,
+and those rows carry its name as `op`, source "analytic" and its precision (`precision_of(input
+types)`, "tf32" instead of "fp32" when the kernel name says tf32). Kernels with no formula op get
+NaN FLOPs, `op` = launching op name ("" if none), source "" and precision "". A formula op whose
+shapes are missing (`flops_of` returns NaN) leaves its rows at NaN FLOPs with source "". The step
+of a kernel is the step containing its launching call. Busy intervals are the kernel intervals;
+memcpy/memset ("gpu_memcpy", "gpu_memset") are not kernels and are only counted in a note.
 
 CPU (no kernel events). Every "cpu_op" is a row covering its SELF time (duration minus its direct
 children's, per thread's op tree built by time nesting), stream = thread id, device -1. The
@@ -35,69 +35,47 @@ proportion to their self times. Busy intervals are the roots of each thread's op
 Memory. "[memory]" instant events become `MemoryEvents` in time order, all of them (not only the
 window's), because pairing an allocation with its free needs the allocations made before it.
 
-Layout: event classification lives in `profilers.kineto_events`, number parsing and the guards
-every reader shares in `profilers.trace_events`, the op tree, self times and FLOP splitting in
-`profilers.kineto_tree`; this module reads the file and assembles the records. The caller passes
-the FLOP formulas in (`flops_of`, `precision_of`): readers turn a trace into records and count
-nothing themselves.
+Layout: decoding the file into columns lives in `profilers.kineto_decode`, the op tree, self
+times and FLOP splitting in `profilers.kineto_tree`; this module assembles the records, all
+vectorised. The caller passes the FLOP formulas in (`flops_of`, `precision_of`): readers turn a
+trace into records and count nothing themselves. Each formula runs once per distinct op call
+signature (name, shapes, types, scalar values), not once per call.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
-import os
-import zlib
-from decimal import Decimal
+from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from tbd.errors import TraceFormatError
-from tbd.profilers.kineto_events import KinetoEvents, classify_events
-from tbd.profilers.kineto_tree import OpTree, enclosing_op, formula_roots, op_tree, self_times, split_flops
-from tbd.profilers.trace_events import NO_STEPS_NOTE, column, step_number, trace_events, us_to_ns
-from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
+from tbd.profilers.kineto_columns import KinetoTrace, Signature
+from tbd.profilers.kineto_decode import decode_trace, read_trace_file
+from tbd.profilers.kineto_tree import OpTree, enclosing_ops, formula_roots, op_tree, self_times, split_flops
+from tbd.profilers.trace_events import NO_STEPS_NOTE
+from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpShapes, OpTable, StepSpan, TraceRecords
 
-_TRACE_HINT = "export it with torch.profiler's export_chrome_trace (or on_trace_ready=tensorboard_trace_handler)"
+__all__ = ["KinetoTrace", "read_trace_file", "trace_records"]
 
-
-def read_trace_file(path: str | os.PathLike) -> dict:
-    """Load a Kineto trace (.json or .json.gz, gzip detected by content) with exact decimal numbers.
-
-    Args:
-        path: the trace file.
-    Returns:
-        The trace object; non-integer numbers are `decimal.Decimal` (exact), integers stay `int`.
-    Raises:
-        TraceFormatError: unreadable, truncated or garbage gzip, corrupt JSON, or no "traceEvents" list.
-    """
-    name = os.fspath(path)
-    try:
-        with open(name, "rb") as handle:
-            raw = handle.read()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise TraceFormatError(f"{name}: truncated or corrupt gzip ({exc})", hint="re-export the trace") from None
-    except OSError as exc:
-        raise TraceFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
-    try:
-        trace = json.loads(raw, parse_float=Decimal)
-    except UnicodeDecodeError:
-        raise TraceFormatError(f"{name}: not a text JSON file", hint=_TRACE_HINT) from None
-    except json.JSONDecodeError as exc:
-        raise TraceFormatError(f"{name}: corrupt JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
-                               hint="the file may be truncated; re-export the trace") from None
-    trace_events(trace, name, "a Kineto trace", _TRACE_HINT)
-    return trace
+_ENCODER = msgspec.json.Encoder(decimal_format="number")
 
 
-def trace_records(trace: dict, source: str, *, flops_of, precision_of) -> TraceRecords:
-    """Build the records of one loaded Kineto trace (pure: no I/O).
+@dataclass(frozen=True)
+class _SignatureFlops:
+    """Per signature code: FLOPs (NaN: formula, shapes missing), whether a formula exists, precision."""
+
+    flops: np.ndarray  # float64
+    has_formula: np.ndarray  # bool
+    precision: np.ndarray  # object
+
+
+def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision_of) -> TraceRecords:
+    """Build the records of one Kineto trace (pure: no I/O).
 
     Args:
-        trace: what `read_trace_file` returned (or an equivalent dict; float times are accepted
-            but lose sub-microsecond exactness at large magnitudes).
+        trace: what `read_trace_file` returned, or the trace as a JSON-like dict (its numbers are
+            read from their JSON text: Decimals exactly, floats as their shortest repr).
         source: the trace's name, for notes and errors.
         flops_of: callable(OpShapes) -> FLOPs, None (no formula) or NaN (formula, shapes missing),
             e.g. `analysis.flops.op_flops`.
@@ -108,150 +86,179 @@ def trace_records(trace: dict, source: str, *, flops_of, precision_of) -> TraceR
     Raises:
         TraceFormatError: not a trace, malformed events, or no ops and no kernels.
     """
-    events = trace_events(trace, source, "a Kineto trace", _TRACE_HINT)
-    raw = classify_events(events, source)
-    if not raw.ops and not raw.kernels:
+    if isinstance(trace, dict):
+        trace = decode_trace(_ENCODER.encode(trace), source)
+    if len(trace.ops.start_ns) == 0 and len(trace.kernels.start_ns) == 0:
         raise TraceFormatError(f"no ops or kernels in {source}", hint="record with activities CPU (and CUDA)")
-    ops = op_tree(raw.ops, source)
-    if raw.kernels:
-        return _gpu_records(raw, ops, source, flops_of, precision_of)
-    return _cpu_records(raw, ops, source, flops_of, precision_of)
+    tree = op_tree(trace.ops)
+    sig = _signature_flops(trace.signatures, flops_of, precision_of)
+    if len(trace.kernels.start_ns):
+        return _gpu_records(trace, tree, sig, source)
+    return _cpu_records(trace, tree, sig, source)
+
+
+def _signature_flops(signatures: tuple[Signature, ...], flops_of, precision_of) -> _SignatureFlops:
+    flops = np.full(len(signatures), np.nan)
+    has = np.zeros(len(signatures), dtype=bool)
+    precision = np.empty(len(signatures), dtype=object)
+    for code, s in enumerate(signatures):
+        shapes = OpShapes(name=s.name, input_dims=_tuples(_json(s.input_dims)),
+                          input_types=tuple(_json(s.input_types)), concrete_inputs=tuple(_json(s.concrete_inputs)))
+        value = flops_of(shapes)
+        if value is not None:
+            has[code], flops[code] = True, float(value)
+        precision[code] = precision_of(shapes.input_types)
+    return _SignatureFlops(flops, has, precision)
+
+
+def _json(text: bytes) -> list:
+    """A shape argument's JSON text -> list; absent or not a list -> []."""
+    if not text:
+        return []
+    value = msgspec.json.decode(text)
+    return value if isinstance(value, list) else []
+
+
+def _tuples(value):
+    """Nested JSON lists -> nested tuples (hashable, immutable); other values unchanged."""
+    if type(value) is not list:
+        return value
+    return tuple(_tuples(v) for v in value)
 
 
 # ---------------------------------------------------------------------------------------------
 # Steps and window
 
 
-def _host_steps(raw: KinetoEvents, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(number, start_ns, host_end_ns) of the ProfilerStep spans, sorted by start."""
-    number = np.array([step_number(str(e["name"])) for e in raw.steps], dtype=np.int64)
-    start = np.array(column(raw.steps, source, "ProfilerStep", lambda e: us_to_ns(e["ts"])), dtype=np.int64)
-    end = start + np.array(column(raw.steps, source, "ProfilerStep", lambda e: us_to_ns(e["dur"])), dtype=np.int64)
-    order = np.argsort(start, kind="stable")
-    return number[order], start[order], end[order]
+@dataclass(frozen=True)
+class _Steps:
+    number: np.ndarray
+    start_ns: np.ndarray
+    host_end_ns: np.ndarray
 
 
-def _step_of(t_ns: np.ndarray, steps: tuple) -> np.ndarray:
+def _host_steps(trace: KinetoTrace) -> _Steps:
+    """The ProfilerStep spans, sorted by start."""
+    s = trace.steps
+    order = np.argsort(s.start_ns, kind="stable")
+    return _Steps(s.number[order], s.start_ns[order], (s.start_ns + s.dur_ns)[order])
+
+
+def _step_of(t_ns: np.ndarray, steps: _Steps) -> np.ndarray:
     """Index into `steps` of the host span containing each time, -1 outside every span."""
-    number, start, end = steps
-    i = np.searchsorted(start, t_ns, side="right") - 1
-    ok = (i >= 0) & (t_ns < end[np.maximum(i, 0)]) if len(start) else np.zeros(len(t_ns), dtype=bool)
+    i = np.searchsorted(steps.start_ns, t_ns, side="right") - 1
+    if not len(steps.start_ns):
+        return np.full(len(t_ns), -1, dtype=np.int64)
+    ok = (i >= 0) & (t_ns < steps.host_end_ns[np.maximum(i, 0)])
     return np.where(ok, i, -1)
 
 
-def _window(raw: KinetoEvents, spans: tuple[StepSpan, ...], source: str) -> tuple[int, int, tuple[str, ...]]:
+def _spans(steps: _Steps, device_end_ns: np.ndarray, device_step: np.ndarray) -> tuple[StepSpan, ...]:
+    """StepSpans; a step ends at the later of its host end and its last launched kernel's end."""
+    last = steps.host_end_ns.copy()
+    has = device_step >= 0
+    np.maximum.at(last, device_step[has], device_end_ns[has])
+    return tuple(StepSpan(int(n), int(s), int(h), int(e))
+                 for n, s, h, e in zip(steps.number, steps.start_ns, steps.host_end_ns, last))
+
+
+def _window(trace: KinetoTrace, spans: tuple[StepSpan, ...]) -> tuple[int, int, tuple[str, ...]]:
     if spans:
         return spans[0].start_ns, max(s.end_ns for s in spans), ()
     # The profiler's own session span and global instants ("Record Window End") are not activity.
-    timed = [ev for ev in raw.events if ev.get("ph") in ("X", "i") and ev.get("cat") != "Trace"
-             and ev.get("s") != "g" and "ts" in ev]
-    start = column(timed, source, "timed", lambda e: us_to_ns(e["ts"]))
-    end = column(timed, source, "timed", lambda e: us_to_ns(e["ts"]) + (us_to_ns(e["dur"]) if "dur" in e else 0))
-    return min(start), max(end), (NO_STEPS_NOTE,)
+    return trace.timed_start_ns, trace.timed_end_ns, (NO_STEPS_NOTE,)
 
 
-def _spans(steps: tuple, device_end_ns: np.ndarray, device_step: np.ndarray) -> tuple[StepSpan, ...]:
-    """StepSpans; a step ends at the later of its host end and its last launched kernel's end."""
-    number, start, end = steps
-    last = end.copy()
-    has = device_step >= 0
-    np.maximum.at(last, device_step[has], device_end_ns[has])
-    return tuple(StepSpan(int(n), int(s), int(h), int(e)) for n, s, h, e in zip(number, start, end, last))
-
-
-def _memory(raw: KinetoEvents, source: str) -> MemoryEvents | None:
-    if not raw.memory:
+def _memory(trace: KinetoTrace) -> MemoryEvents | None:
+    m = trace.memory
+    if not len(m.ts_ns):
         return None
-    col = lambda get: column(raw.memory, source, "[memory]", get)  # noqa: E731
-    ts = np.array(col(lambda e: us_to_ns(e["ts"])), dtype=np.int64)
-    order = np.argsort(ts, kind="stable")
-    return MemoryEvents(
-        ts_ns=ts[order],
-        addr=np.array(col(lambda e: int(e["args"]["Addr"])), dtype=np.uint64)[order],
-        bytes=np.array(col(lambda e: int(e["args"]["Bytes"])), dtype=np.int64)[order],
-        total_allocated=np.array(col(lambda e: int(e["args"]["Total Allocated"])), dtype=np.int64)[order],
-        device=np.array(col(lambda e: int(e["args"].get("Device Id", -1))), dtype=np.int64)[order],
-    )
+    order = np.argsort(m.ts_ns, kind="stable")
+    return MemoryEvents(ts_ns=m.ts_ns[order], addr=m.addr[order], bytes=m.bytes[order],
+                        total_allocated=m.total_allocated[order], device=m.device[order])
 
 
 def _in_window(start_ns: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return (start_ns >= lo) & (start_ns <= hi)
 
 
-def _op_table(ops: OpTree, keep: np.ndarray) -> OpTable:
-    return OpTable(name=ops.name[keep], start_ns=ops.start_ns[keep], end_ns=ops.end_ns[keep], tid=ops.tid[keep])
+def _op_table(trace: KinetoTrace, tree: OpTree, keep: np.ndarray) -> OpTable:
+    return OpTable(name=trace.names[tree.name[keep]], start_ns=tree.start_ns[keep], end_ns=tree.end_ns[keep],
+                   tid=tree.tid[keep])
 
 
 # ---------------------------------------------------------------------------------------------
 # GPU and CPU records
 
 
-def _gpu_records(raw: KinetoEvents, ops: OpTree, source: str, flops_of, precision_of) -> TraceRecords:
-    k = raw.kernels
-    col = lambda get: column(k, source, "kernel", get)  # noqa: E731
-    name = np.array(col(lambda e: str(e["name"])), dtype=object)
-    start = np.array(col(lambda e: us_to_ns(e["ts"])), dtype=np.int64)
-    dur = np.array(col(lambda e: us_to_ns(e["dur"])), dtype=np.int64)
-    # Older traces lack args.device/stream; Kineto's GPU rows use pid = device, tid = stream.
-    device = np.array(col(lambda e: int(e["args"].get("device", e.get("pid")))), dtype=np.int64)
-    stream = np.array(col(lambda e: int(e["args"].get("stream", e.get("tid")))), dtype=np.int64)
-    launch_ts, launch_op = _launches(raw, ops, k, source)
-    steps = _host_steps(raw, source)
+def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source: str) -> TraceRecords:
+    k = trace.kernels
+    names = trace.names
+    launch_ts, launch_op = _launches(trace, tree)
+    steps = _host_steps(trace)
     step_idx = _step_of(launch_ts, steps)
-    step_idx[launch_ts < 0] = -1
-    spans = _spans(steps, start + dur, step_idx)
-    lo, hi, notes = _window(raw, spans, source)
-    root, total = formula_roots(ops, launch_op, flops_of)
-    kroot = np.where(launch_op >= 0, root[np.maximum(launch_op, 0)], -1)
-    flops = split_flops(total, kroot, dur)
-    op_name = np.array([ops.name[r] if r >= 0 else (ops.name[o] if o >= 0 else "")
-                        for r, o in zip(kroot.tolist(), launch_op.tolist())], dtype=object)
-    source_col = np.where(np.isfinite(flops), ANALYTIC, "").astype(object)
-    precision = _kernel_precision(ops, kroot, name, precision_of)
+    step_idx[launch_op == _NO_CALL] = -1
+    spans = _spans(steps, k.start_ns + k.dur_ns, step_idx)
+    lo, hi, notes = _window(trace, spans)
+    launched = launch_op >= 0
+    root = formula_roots(tree, sig.has_formula[tree.signature])
+    kroot = np.where(launched, root[np.maximum(launch_op, 0)], -1)
+    flops = split_flops(sig.flops[tree.signature], kroot, k.dur_ns)
+    rooted = kroot >= 0
+    # The row's op: its formula root, else the launching op, else none.
+    op_code = np.full(len(kroot), -1, dtype=np.int64)
+    op_code[launched] = tree.name[launch_op[launched]]
+    op_code[rooted] = tree.name[kroot[rooted]]
+    op_name = np.full(len(kroot), "", dtype=object)
+    op_name[op_code >= 0] = names[op_code[op_code >= 0]]
+    precision = _kernel_precision(trace, tree, sig, kroot)
     number = np.array([s.number for s in spans] + [-1], dtype=np.int64)
-    table = KernelTable(name, start, dur, device, stream, op_name, flops, source_col, precision, number[step_idx])
-    keep = _in_window(start, lo, hi)
-    order = np.flatnonzero(keep)[np.argsort(start[keep], kind="stable")]
+    table = KernelTable(names[k.name], k.start_ns, k.dur_ns, k.device, k.stream, op_name, flops,
+                        np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision, number[step_idx])
+    keep = _in_window(k.start_ns, lo, hi)
+    order = np.flatnonzero(keep)[np.argsort(k.start_ns[keep], kind="stable")]
     rows = table.select(order)
-    notes += _gpu_notes(raw, launch_ts, keep)
+    notes += _gpu_notes(trace, launch_op, keep)
     return TraceRecords(source, "cuda", rows, rows.start_ns, rows.start_ns + rows.dur_ns, spans, lo, hi,
-                        _op_table(ops, _in_window(ops.start_ns, lo, hi)), _memory(raw, source), notes)
+                        _op_table(trace, tree, _in_window(tree.start_ns, lo, hi)), _memory(trace), notes)
 
 
-def _launches(raw: KinetoEvents, ops: OpTree, kernels: list, source: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per kernel: start of its launching runtime call (-1 if none) and its launching op (-1 if none)."""
-    call: dict = {}
-    for ev in raw.launches:
-        corr = (ev.get("args") or {}).get("correlation")
-        # The first call wins: a runtime call and the driver call inside it may share an id.
-        if corr is not None and corr not in call:
-            call[corr] = (ev, ops.codes.get((ev.get("pid"), ev.get("tid")), -1))
-    ts = np.full(len(kernels), -1, dtype=np.int64)
-    op = np.full(len(kernels), -1, dtype=np.int64)
-    for i, ev in enumerate(kernels):
-        found = call.get((ev.get("args") or {}).get("correlation"))
-        if found is not None:
-            ts[i] = column(found[:1], source, "runtime", lambda e: us_to_ns(e["ts"]))[0]
-            op[i] = enclosing_op(ops, found[1], int(ts[i]))
+_NO_CALL = -2  # launch_op for a kernel whose correlation matches no runtime call (-1: a call, no op)
+
+
+def _launches(trace: KinetoTrace, tree: OpTree) -> tuple[np.ndarray, np.ndarray]:
+    """Per kernel: start of its launching runtime call, and its launching op (-1: none, _NO_CALL: no call)."""
+    k, calls = trace.kernels, trace.launches
+    # The first call wins: a runtime call and the driver call inside it may share an id.
+    order = np.argsort(calls.correlation, kind="stable")
+    ids, first = np.unique(calls.correlation[order], return_index=True)
+    first = order[first]
+    pos = np.minimum(np.searchsorted(ids, k.correlation), max(len(ids) - 1, 0))
+    found = (k.correlation >= 0) & (len(ids) > 0) & (ids[pos] == k.correlation) if len(ids) else \
+        np.zeros(len(k.correlation), dtype=bool)
+    call = first[pos[found]]
+    ts = np.full(len(k.correlation), -1, dtype=np.int64)
+    op = np.full(len(k.correlation), _NO_CALL, dtype=np.int64)
+    ts[found] = calls.start_ns[call]
+    op[found] = enclosing_ops(tree, calls.thread[call], ts[found])
     return ts, op
 
 
-def _kernel_precision(ops: OpTree, kroot: np.ndarray, name: np.ndarray, precision_of) -> np.ndarray:
-    by_root = {r: precision_of(tuple((ops.events[r].get("args") or {}).get("Input type", ())))
-               for r in np.unique(kroot[kroot >= 0]).tolist()}
-    out = []
-    for r, n in zip(kroot.tolist(), name):
-        p = by_root.get(r, "")
-        # cuBLAS/cuDNN run fp32 GEMMs on tensor cores as TF32 when allowed; the kernel name says so.
-        out.append("tf32" if p == "fp32" and "tf32" in n.lower() else p)
-    return np.array(out, dtype=object)
+def _kernel_precision(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, kroot: np.ndarray) -> np.ndarray:
+    rooted = kroot >= 0
+    out = np.full(len(kroot), "", dtype=object)
+    out[rooted] = sig.precision[tree.signature[kroot[rooted]]]
+    # cuBLAS/cuDNN run fp32 GEMMs on tensor cores as TF32 when allowed; the kernel name says so.
+    says_tf32 = np.array(["tf32" in n.lower() for n in trace.names], dtype=bool)
+    out[(out == "fp32") & says_tf32[trace.kernels.name]] = "tf32"
+    return out
 
 
-def _gpu_notes(raw: KinetoEvents, launch_ts: np.ndarray, keep: np.ndarray) -> tuple[str, ...]:
+def _gpu_notes(trace: KinetoTrace, launch_op: np.ndarray, keep: np.ndarray) -> tuple[str, ...]:
     notes = []
-    if raw.copies:
-        notes.append(f"{raw.copies} memcpy/memset events not counted as kernels or busy time")
-    orphans = int(((launch_ts < 0) & keep).sum())
+    if trace.copies:
+        notes.append(f"{trace.copies} memcpy/memset events not counted as kernels or busy time")
+    orphans = int(((launch_op == _NO_CALL) & keep).sum())
     if orphans:
         notes.append(f"{orphans} kernels have no launching runtime call in the trace (no op, no step)")
     outside = int((~keep).sum())
@@ -260,25 +267,26 @@ def _gpu_notes(raw: KinetoEvents, launch_ts: np.ndarray, keep: np.ndarray) -> tu
     return tuple(notes)
 
 
-def _cpu_records(raw: KinetoEvents, ops: OpTree, source: str, flops_of, precision_of) -> TraceRecords:
-    n = len(ops.name)
-    child = ops.parent >= 0
-    self_ns = self_times(ops)
-    steps = _host_steps(raw, source)
+def _cpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source: str) -> TraceRecords:
+    n = len(tree)
+    names = trace.names
+    child = tree.parent >= 0
+    self_ns = self_times(tree)
+    steps = _host_steps(trace)
     spans = _spans(steps, np.array([], dtype=np.int64), np.array([], dtype=np.int64))
-    lo, hi, notes = _window(raw, spans, source)
-    root, total = formula_roots(ops, np.arange(n), flops_of)
-    flops = split_flops(total, root, self_ns)
-    op_name = np.where(root >= 0, ops.name[np.maximum(root, 0)], ops.name).astype(object)
-    by_root = {r: precision_of(tuple((ops.events[r].get("args") or {}).get("Input type", ())))
-               for r in total}
-    precision = np.array([by_root.get(r, "") for r in root.tolist()], dtype=object)
+    lo, hi, notes = _window(trace, spans)
+    root = formula_roots(tree, sig.has_formula[tree.signature])
+    flops = split_flops(sig.flops[tree.signature], root, self_ns)
+    op_name = names[np.where(root >= 0, tree.name[np.maximum(root, 0)], tree.name)]
+    precision = np.full(n, "", dtype=object)
+    precision[root >= 0] = sig.precision[tree.signature[root[root >= 0]]]
     number = np.array([s.number for s in spans] + [-1], dtype=np.int64)
-    table = KernelTable(ops.name, ops.start_ns, self_ns, np.full(n, -1, dtype=np.int64), ops.tid, op_name,
+    table = KernelTable(names[tree.name], tree.start_ns, self_ns, np.full(n, -1, dtype=np.int64), tree.tid, op_name,
                         flops, np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision,
-                        number[_step_of(ops.start_ns, steps)])
-    keep = _in_window(ops.start_ns, lo, hi)
-    order = np.flatnonzero(keep)[np.argsort(ops.start_ns[keep], kind="stable")]
+                        number[_step_of(tree.start_ns, steps)])
+    keep = _in_window(tree.start_ns, lo, hi)
+    order = np.flatnonzero(keep)[np.argsort(tree.start_ns[keep], kind="stable")]
     roots = keep & ~child
-    return TraceRecords(source, "cpu", table.select(order), ops.start_ns[roots], ops.end_ns[roots], spans, lo, hi,
-                        _op_table(ops, keep), _memory(raw, source), notes)
+    return TraceRecords(source, "cpu", table.select(order), tree.start_ns[roots], tree.end_ns[roots], spans, lo, hi,
+                        _op_table(trace, tree, keep), _memory(trace), notes)
+

@@ -1,9 +1,11 @@
 """The per-thread op tree of a Kineto trace, op self times, and FLOP attribution over the tree.
 
-cpu_ops nest by time on their thread; `op_tree` finds each op's parent, `enclosing_op` the
-innermost op open at a launch call, `self_times` each op's self time. `formula_roots` finds the
-outermost ancestor with a FLOP formula and `split_flops` shares its FLOPs among the rows beneath
-it, as `profilers.kineto` describes.
+cpu_ops nest by time on their thread. `op_tree` sorts them so that parents precede children and
+finds each op's parent: the latest earlier op on the thread still open at its start (exactly what
+a stack of open ops gives, clock quirks included). `enclosing_ops` finds, for many launch calls at
+once, the innermost op open at each; `self_times` each op's self time; `formula_roots` the
+outermost ancestor-or-self with a FLOP formula; `split_flops` shares a root's FLOPs among the rows
+beneath it. Conventions: `profilers.kineto`.
 """
 
 from __future__ import annotations
@@ -12,140 +14,153 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tbd.profilers.kineto_events import thread_codes
-from tbd.profilers.trace_events import column, us_to_ns
-from tbd.records import OpShapes
+from tbd.profilers.kineto_columns import OpColumns
 
 
 @dataclass(frozen=True)
 class OpTree:
-    """cpu_ops sorted by (thread, start, longest first) so every parent precedes its children."""
+    """cpu_ops sorted by (thread, start, longest first), so every parent precedes its children."""
 
-    events: list
-    name: np.ndarray
+    name: np.ndarray  # int32 name code (KinetoTrace.names)
     start_ns: np.ndarray
     end_ns: np.ndarray
-    thread: np.ndarray
-    tid: np.ndarray
-    parent: np.ndarray  # index of the enclosing op on the same thread, -1 for roots
-    first: dict  # thread code -> (first index, one past last index)
-    codes: dict  # (pid, tid) -> thread code
+    thread: np.ndarray  # int64 thread key (KinetoTrace: one per (pid, tid) pair)
+    tid: np.ndarray  # int64 thread id
+    signature: np.ndarray  # int32 signature code (KinetoTrace.signatures)
+    parent: np.ndarray  # int64 index of the enclosing op on the same thread, -1 for roots
+    depth: np.ndarray  # int64: 0 for roots
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
 
 
-def op_tree(events: list, source: str) -> OpTree:
-    start = np.array(column(events, source, "cpu_op", lambda e: us_to_ns(e["ts"])), dtype=np.int64)
-    end = start + np.array(column(events, source, "cpu_op", lambda e: us_to_ns(e["dur"])), dtype=np.int64)
-    codes: dict = {}
-    thread = thread_codes(events, codes)
-    tid = np.array(column(events, source, "cpu_op", lambda e: int(e["tid"])), dtype=np.int64)
-    order = np.lexsort((-end, start, thread))
-    start, end, thread, tid = start[order], end[order], thread[order], tid[order]
-    evs = [events[i] for i in order]
-    name = np.array([str(e.get("name", "")) for e in evs], dtype=object)
-    parent = _parents(start.tolist(), end.tolist(), thread.tolist())
-    bounds = np.flatnonzero(np.diff(thread)) + 1 if len(thread) else np.array([], dtype=np.int64)
-    lo = np.concatenate(([0], bounds)).astype(int) if len(thread) else np.array([], dtype=int)
-    hi = np.concatenate((bounds, [len(thread)])).astype(int) if len(thread) else np.array([], dtype=int)
-    first = {int(thread[a]): (int(a), int(b)) for a, b in zip(lo, hi)}
-    return OpTree(evs, name, start, end, thread, tid, parent, first, codes)
+def op_tree(ops: OpColumns) -> OpTree:
+    """The tree of the trace's cpu_ops (see the module docstring)."""
+    end = ops.start_ns + ops.dur_ns
+    order = np.lexsort((-end, ops.start_ns, ops.thread))
+    start, end, thread = ops.start_ns[order], end[order], ops.thread[order]
+    lo = _thread_first(thread)
+    # A stack of open ops gives each op the top of the stack after popping the ops that ended at
+    # or before its start: exactly the latest earlier op on its thread whose end lies after it.
+    parent = latest_above(end, lo, np.arange(len(start)) - 1, start)
+    return OpTree(ops.name[order], start, end, thread, ops.tid[order], ops.signature[order], parent,
+                  _depths(parent))
 
 
-def _parents(start: list, end: list, thread: list) -> np.ndarray:
-    """Parent of each op by time nesting: the nearest earlier op on the thread still open at its start."""
-    parent = np.full(len(start), -1, dtype=np.int64)
-    stack: list[int] = []
-    current = None
-    for i, (s, t) in enumerate(zip(start, thread)):
-        if t != current:
-            stack, current = [], t
-        # An op that ended at or before this start is a finished sibling subtree, not a parent.
-        while stack and end[stack[-1]] <= s:
-            stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-        stack.append(i)
-    return parent
+def _thread_first(thread: np.ndarray) -> np.ndarray:
+    """Per row of a thread-sorted array: the index of its thread's first row."""
+    new = np.ones(len(thread), dtype=bool)
+    new[1:] = thread[1:] != thread[:-1]
+    firsts = np.flatnonzero(new)
+    return np.repeat(firsts, np.diff(np.append(firsts, len(thread))))
 
 
-def enclosing_op(ops: OpTree, thread: int, t_ns: int) -> int:
-    """Innermost op on `thread` with start <= t < end, or -1."""
-    span = ops.first.get(thread)
-    if span is None:
-        return -1
-    lo, hi = span
-    # The last op starting at or before t is the enclosing op or a descendant of it.
-    i = lo + int(np.searchsorted(ops.start_ns[lo:hi], t_ns, side="right")) - 1
-    while i >= lo and ops.end_ns[i] <= t_ns:
-        i = int(ops.parent[i])
-    return i if i >= lo else -1
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """Depth of every node (roots 0), by walking all nodes up at once: as many rounds as levels."""
+    depth = np.zeros(len(parent), dtype=np.int64)
+    up = parent.copy()
+    live = np.flatnonzero(up >= 0)
+    while live.size:
+        depth[live] += 1
+        up[live] = parent[up[live]]
+        live = live[up[live] >= 0]
+    return depth
 
 
-def self_times(ops: OpTree) -> np.ndarray:
-    """Self time of every op in ns: its duration minus its direct children's, per thread."""
-    n = len(ops.name)
-    dur = ops.end_ns - ops.start_ns
-    child = ops.parent >= 0
-    # A child's time counts against its parent only up to the parent's end (clock quirks).
-    inside = np.minimum(ops.end_ns[child], ops.end_ns[ops.parent[child]]) - ops.start_ns[child]
-    return dur - np.bincount(ops.parent[child], weights=inside, minlength=n).astype(np.int64)
+def latest_above(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """For each query q: the largest j with lo[q] <= j <= hi[q] and values[j] > threshold[q]; -1 if none.
 
-
-def _shapes(ev: dict):
-    args = ev.get("args") or {}
-    return OpShapes(
-        name=str(ev.get("name", "")),
-        input_dims=_tuples(args.get("Input Dims", ())),
-        input_types=tuple(args.get("Input type", ())),
-        concrete_inputs=tuple(args.get("Concrete Inputs", ())),
-    )
-
-
-def _tuples(value):
-    """Nested JSON lists -> nested tuples (hashable, immutable); other values unchanged."""
-    if type(value) is not list:
-        return value
-    # Fast path for the usual shape lists of ints; TensorList inputs nest one level deeper.
-    return tuple(v if type(v) is not list else (tuple(v) if all(type(x) is int for x in v) else _tuples(v))
-                 for v in value)
-
-
-def formula_roots(ops: OpTree, wanted: np.ndarray, flops_of) -> tuple[np.ndarray, dict]:
-    """For each op in `wanted`, its outermost ancestor-or-self with a formula (-1 if none).
-
-    Returns the per-op root index (for all ops; -1 where not computed or none) and {root: FLOPs}.
-    Parents precede children, so one forward pass sees each root before its descendants.
+    Vectorised over the queries with a sparse table of running maxima (level k holds the max of
+    the 2^k values ending at each index): from the largest block down, each query skips a block
+    that lies inside its range and holds nothing above its threshold, so it skips exactly the run
+    of values at or below the threshold that ends at hi. O((n + queries) log n) time, n log n memory.
     """
-    need = np.zeros(len(ops.name), dtype=bool)
-    for i in np.unique(wanted[wanted >= 0]).tolist():
-        while i >= 0 and not need[i]:  # mark the whole ancestor chain
-            need[i] = True
-            i = int(ops.parent[i])
-    root = np.full(len(ops.name), -1, dtype=np.int64)
-    flops: dict[int, float] = {}
-    for i in np.flatnonzero(need).tolist():
-        p = int(ops.parent[i])
-        if p >= 0 and root[p] >= 0:
-            root[i] = root[p]
-            continue
-        value = flops_of(_shapes(ops.events[i]))
-        if value is not None:
-            root[i] = i
-            flops[i] = float(value)
-    return root, flops
+    n = len(values)
+    levels = [values]
+    while (1 << len(levels)) <= n:
+        prev, step = levels[-1], 1 << (len(levels) - 1)
+        level = prev.copy()
+        np.maximum(prev[step:], prev[:-step], out=level[step:])
+        levels.append(level)
+    p = np.asarray(hi, dtype=np.int64).copy()
+    for k in range(len(levels) - 1, -1, -1):
+        size = 1 << k
+        inside = np.flatnonzero(p - size + 1 >= lo)
+        skip = inside[levels[k][p[inside]] <= threshold[inside]]
+        p[skip] -= size
+    return np.where(p >= lo, p, -1)
 
 
-def split_flops(total: dict, root: np.ndarray, weight_ns: np.ndarray) -> np.ndarray:
-    """Each root's FLOPs shared among the rows under it in proportion to `weight_ns`; NaN elsewhere."""
+def enclosing_ops(tree: OpTree, thread: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
+    """For each (thread key, time): the innermost op on that thread with start <= t < end, or -1.
+
+    The innermost op open at t is the latest op on the thread starting at or before t whose end
+    lies after t (the same rule as a parent, `op_tree`).
+    """
+    out = np.full(len(t_ns), -1, dtype=np.int64)
+    if len(tree) == 0 or len(t_ns) == 0:
+        return out
+    # Ops are sorted by thread, then start: one searchsorted per thread's block of ops.
+    firsts = np.flatnonzero(np.r_[True, tree.thread[1:] != tree.thread[:-1]])
+    bounds = np.append(firsts, len(tree))
+    threads = tree.thread[firsts]
+    block = np.minimum(np.searchsorted(threads, thread), len(threads) - 1)
+    known = threads[block] == thread
+    lo = np.where(known, bounds[block], 0)
+    hi = np.full(len(t_ns), -1, dtype=np.int64)
+    for b in np.unique(block[known]).tolist():
+        mine = np.flatnonzero(known & (block == b))
+        hi[mine] = bounds[b] + np.searchsorted(tree.start_ns[bounds[b]:bounds[b + 1]], t_ns[mine], side="right") - 1
+    return latest_above(tree.end_ns, lo, hi, t_ns)
+
+
+def self_times(tree: OpTree) -> np.ndarray:
+    """Self time of every op in ns: its duration minus its direct children's, per thread."""
+    n = len(tree)
+    dur = tree.end_ns - tree.start_ns
+    child = tree.parent >= 0
+    # A child's time counts against its parent only up to the parent's end (clock quirks).
+    inside = np.minimum(tree.end_ns[child], tree.end_ns[tree.parent[child]]) - tree.start_ns[child]
+    return dur - np.bincount(tree.parent[child], weights=inside, minlength=n).astype(np.int64)
+
+
+def formula_roots(tree: OpTree, has_formula: np.ndarray) -> np.ndarray:
+    """For each op, its outermost ancestor-or-self with a formula (`has_formula` per op), else -1.
+
+    Level by level from the roots down: an op inherits its parent's root, or is its own.
+    """
+    root = np.full(len(tree), -1, dtype=np.int64)
+    order = np.argsort(tree.depth, kind="stable")
+    bounds = np.searchsorted(tree.depth[order], np.arange(int(tree.depth.max(initial=0)) + 2))
+    for d in range(len(bounds) - 1):
+        idx = order[bounds[d]:bounds[d + 1]]
+        own = np.where(has_formula[idx], idx, -1)
+        if d == 0:
+            root[idx] = own
+        else:
+            inherited = root[tree.parent[idx]]
+            root[idx] = np.where(inherited >= 0, inherited, own)
+    return root
+
+
+def split_flops(flops_of_root: np.ndarray, root: np.ndarray, weight_ns: np.ndarray) -> np.ndarray:
+    """Each root's FLOPs shared among the rows under it in proportion to `weight_ns`; NaN elsewhere.
+
+    Args:
+        flops_of_root: FLOPs per op index (the root's own count; NaN where shapes were missing).
+        root: per row, the op index of its formula root, -1 for none.
+        weight_ns: per row, its share weight (kernel duration, or op self time).
+    """
     out = np.full(len(root), np.nan)
     has = root >= 0
     if not has.any():
         return out
-    keys, inverse = np.unique(root[has], return_inverse=True)
+    r = root[has]
     w = weight_ns[has].astype(np.float64)
-    sums = np.bincount(inverse, weights=w, minlength=keys.size)
-    counts = np.bincount(inverse, minlength=keys.size)
-    value = np.array([total[int(k)] for k in keys])
+    size = len(flops_of_root)
+    sums = np.bincount(r, weights=w, minlength=size)[r]
+    counts = np.bincount(r, minlength=size)[r]
     # All-zero weights (zero-length rows) share equally rather than dividing by zero.
-    share = np.where(sums[inverse] > 0, w / np.where(sums[inverse] > 0, sums[inverse], 1), 1.0 / counts[inverse])
-    out[has] = value[inverse] * share
+    share = np.where(sums > 0, w / np.where(sums > 0, sums, 1), 1.0 / counts)
+    out[has] = flops_of_root[r] * share
     return out

@@ -41,7 +41,15 @@ from tbd import rundir
 from tbd.errors import TraceFormatError
 from tbd.profilers.mxnet_layer_ops import aten_type
 from tbd.profilers.mxnet_ops import MXNET_TO_ATEN, MXNET_ZERO_FLOPS, PAIR_BY_COUNT, UPDATE_OPS, update_atens
-from tbd.profilers.trace_events import event_ns, nesting, step_number, step_numbers, step_window, trace_events
+from tbd.profilers.trace_events import (
+    event_ns,
+    nesting,
+    read_json_trace,
+    step_number,
+    step_numbers,
+    step_window,
+    trace_events,
+)
 from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
 
 #: Engine events that wait for an array to be ready for a host read (asnumpy, wait_to_read): the
@@ -51,11 +59,16 @@ _DEVICE = re.compile(r"^(cpu|gpu)/(\d+)$")
 _HINT = "record with mx.profiler.set_config(profile_all=True, aggregate_stats=False) and mx.profiler.dump()"
 
 
+def read_trace_file(path) -> dict:
+    """Load the trace file (.json or .json.gz) as a dict with exact decimal times (`trace_events.read_json_trace`)."""
+    return read_json_trace(path, "an MXNet profiler dump", _HINT)
+
+
 def trace_records(trace: dict, source: str, *, flops_of, precision_of, shapes: dict | None = None) -> TraceRecords:
     """Build the records of one loaded MXNet profiler dump (pure: no I/O).
 
     Args:
-        trace: what `profilers.kineto.read_trace_file` returned for the dump.
+        trace: what `read_trace_file` returned for the dump.
         source: the trace's name, for notes and errors.
         flops_of: callable(OpShapes) -> FLOPs | None | NaN, e.g. `analysis.flops.op_flops`.
         precision_of: callable(input types) -> "fp32", ..., e.g. `analysis.flops.precision_of`.

@@ -30,17 +30,22 @@ import numpy as np
 from tbd import rundir
 from tbd.errors import TraceFormatError
 from tbd.profilers.tensorflow_ops import TF_TO_ATEN, TF_ZERO_FLOPS, aten_type, base_type, shape_node
-from tbd.profilers.trace_events import nesting, step_number, step_numbers, step_window, trace_events
+from tbd.profilers.trace_events import nesting, read_json_trace, step_number, step_numbers, step_window, trace_events
 from tbd.records import ANALYTIC, KernelTable, OpTable, StepSpan, TraceRecords
 
 _HINT = "record with `tbd profile --framework tensorflow` (profilers/tensorflow.py writes this trace)"
+
+
+def read_trace_file(path) -> dict:
+    """Load the trace file (.json or .json.gz) as a dict with exact decimal times (`trace_events.read_json_trace`)."""
+    return read_json_trace(path, "a trace", _HINT)
 
 
 def trace_records(trace: dict, source: str, *, flops_of, precision_of) -> TraceRecords:
     """Build the records of one loaded TF trace (pure: no I/O).
 
     Args:
-        trace: what `profilers.kineto.read_trace_file` returned for RUN_DIR/trace.json.gz.
+        trace: what `read_trace_file` returned for RUN_DIR/trace.json.gz.
         source: the trace's name, for notes and errors.
         flops_of: callable(OpShapes) -> FLOPs | None | NaN, e.g. `analysis.flops.op_flops`.
         precision_of: callable(input types) -> "fp32", ..., e.g. `analysis.flops.precision_of`.

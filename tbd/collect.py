@@ -23,24 +23,29 @@ from tbd.profile import COMPLETE, PARTIAL, Memory, Profile
 from tbd.profilers import kineto, mxnet_trace, tensorflow_trace
 from tbd.records import TraceRecords
 
-#: How the trace is read (trace dict, its name, the run directory) and memory split, per framework.
-_TraceReader = Callable[[dict, str, Path], TraceRecords]
+#: How the trace is read (its path, the run directory) and memory split, per framework.
+_TraceReader = Callable[[Path, Path], TraceRecords]
 _MemoryBreakdown = Callable[[dict | None, TraceRecords | None, dict | None], Memory]
 
 
-def _read_kineto(trace: dict, source: str, run_dir: Path) -> TraceRecords:
+def _read_kineto(path: Path, run_dir: Path) -> TraceRecords:
+    return _kineto_records(kineto.read_trace_file(path), str(path))
+
+
+def _kineto_records(trace: kineto.KinetoTrace, source: str) -> TraceRecords:
     return kineto.trace_records(trace, source=source, flops_of=op_flops, precision_of=precision_of)
 
 
-def _read_mxnet(trace: dict, source: str, run_dir: Path) -> TraceRecords:
+def _read_mxnet(path: Path, run_dir: Path) -> TraceRecords:
     # MXNet's dump has no operand shapes: the hook logged them beside it.
     shapes = rundir.read_optional(run_dir, rundir.MXNET_SHAPES, "MXNet operand shapes")
-    return mxnet_trace.trace_records(trace, source=source, shapes=shapes, flops_of=op_flops,
-                                     precision_of=precision_of)
+    return mxnet_trace.trace_records(mxnet_trace.read_trace_file(path), source=str(path), shapes=shapes,
+                                     flops_of=op_flops, precision_of=precision_of)
 
 
-def _read_tensorflow(trace: dict, source: str, run_dir: Path) -> TraceRecords:
-    return tensorflow_trace.trace_records(trace, source=source, flops_of=op_flops, precision_of=precision_of)
+def _read_tensorflow(path: Path, run_dir: Path) -> TraceRecords:
+    return tensorflow_trace.trace_records(tensorflow_trace.read_trace_file(path), source=str(path),
+                                          flops_of=op_flops, precision_of=precision_of)
 
 
 @dataclass(frozen=True)
@@ -104,8 +109,7 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
     raw = _read_run_dir(run_dir)
     framework = _framework(raw.spec.get("framework", "pytorch"))
     trace_path = run_dir / rundir.TRACE
-    trace = (framework.read_trace(kineto.read_trace_file(trace_path), str(trace_path), run_dir)
-             if trace_path.exists() else None)
+    trace = framework.read_trace(trace_path, run_dir) if trace_path.exists() else None
     log = rundir.iteration_log_from_json(raw.iterations, str(run_dir / rundir.ITERATIONS)) if raw.iterations else None
     wl = raw.workload
     workload = WorkloadInfo(wl["samples_per_step"], wl["throughput_unit"], wl.get("units_per_step") or {}) \
@@ -135,9 +139,9 @@ def profile_from_trace(path: str | os.PathLike, *, peak_flops: float | None = No
     figures are null with a reason unless given (`peak_flops`, `sm_clock_mhz`, `samples_per_step`).
     """
     raw = kineto.read_trace_file(path)
-    trace = _read_kineto(raw, str(path), Path(path).parent)
-    environment: dict[str, Any] = {"host": raw.get("host_name"), "cpu": None, "gpu": None, "versions": {}}
-    props = _device_properties(raw)
+    trace = _kineto_records(raw, str(path))
+    environment: dict[str, Any] = {"host": raw.metadata.get("host_name"), "cpu": None, "gpu": None, "versions": {}}
+    props = _device_properties(raw.metadata)
     if trace.device_kind == "cuda" and props:
         environment["gpu"] = props
         if sm_clock_mhz:

@@ -16,9 +16,8 @@ from testpaths import FIXTURES
 
 from tbd.analysis.flops import op_flops, precision_of
 from tbd.errors import TraceFormatError
-from tbd.profilers.kineto import read_trace_file
 from tbd.profilers.mxnet_ops import MXNET_ZERO_FLOPS
-from tbd.profilers.mxnet_trace import trace_records
+from tbd.profilers.mxnet_trace import read_trace_file, trace_records
 from tbd.rundir import MXNET_SHAPES_SCHEMA as SHAPES_SCHEMA
 
 FIXTURE = FIXTURES / "mxnet_cpu_small.json.gz"

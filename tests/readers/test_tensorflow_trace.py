@@ -18,9 +18,8 @@ from testpaths import FIXTURES
 from tbd.analysis.flops import op_flops, precision_of
 from tbd.analysis.memory_tensorflow import RECORDS_SCHEMA, memory_breakdown
 from tbd.errors import ResultFormatError, TraceFormatError
-from tbd.profilers.kineto import read_trace_file
 from tbd.profilers.tensorflow_ops import TF_TO_ATEN, TF_ZERO_FLOPS, base_type
-from tbd.profilers.tensorflow_trace import trace_records
+from tbd.profilers.tensorflow_trace import read_trace_file, trace_records
 
 FIXTURE = FIXTURES / "tensorflow_cpu_small.json.gz"
 FLOPS = {"flops_of": op_flops, "precision_of": precision_of}  # the shared formula table, as tbd.collect passes it

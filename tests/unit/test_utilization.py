@@ -90,6 +90,17 @@ def test_group_with_one_unknown_call_has_unknown_util():
     assert g.calls == 2 and np.isnan(g.flops) and np.isnan(g.util_pct)
 
 
+def test_groups_tie_by_name_and_take_their_dominant_precision_and_shared_source():
+    # "b" and "a" both 100 ns: equal time, so by name; "a" ran 60 ns fp16 + 40 ns fp32 -> fp16
+    k = table(["b", "a", "a"], [0, 100, 200], [100, 60, 40], [1.0, 2.0, np.nan])
+    k = KernelTable(**{**k.__dict__, "precision": np.array(["fp32", "fp16", "fp32"], dtype=object)})
+    groups = group_kernels(k, utilization.kernel_util_pct(k, {"fp32": 1e9, "fp16": 1e9}))
+    assert [(g.name, g.precision, g.flop_source) for g in groups] == [("a", "fp16", ""), ("b", "fp32", "analytic")]
+    # an exact tie in precision time goes to the first by name
+    k = KernelTable(**{**k.__dict__, "dur_ns": np.array([100, 50, 50], dtype=np.int64)})
+    assert group_kernels(k, utilization.kernel_util_pct(k, {"fp32": 1e9}))[0].precision == "fp16"
+
+
 def test_known_zero_flops_is_zero_util_without_a_precision():
     k = table(["aten::fill_"], [0], [100], [0.0], precision="")
     assert utilization.kernel_util_pct(k, {"fp32": 1e9}).tolist() == [0.0]

@@ -1,0 +1,92 @@
+"""A Kineto trace as columns: what `profilers.kineto_decode` produces and `profilers.kineto` reads.
+
+Every table is in file order; names, threads and op call signatures are integer codes into the
+tables `KinetoTrace` holds. Times are integer ns on the trace's own origin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class OpColumns:
+    """cpu_ops in file order."""
+
+    name: np.ndarray  # int32 name code
+    start_ns: np.ndarray  # int64
+    dur_ns: np.ndarray  # int64
+    thread: np.ndarray  # int64 thread key (one per (pid, tid) pair)
+    tid: np.ndarray  # int64 thread id
+    signature: np.ndarray  # int32 signature code
+
+
+@dataclass(frozen=True)
+class StepColumns:
+    """ProfilerStep#N spans in file order."""
+
+    number: np.ndarray  # int64 N
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+
+
+@dataclass(frozen=True)
+class LaunchColumns:
+    """Runtime/driver calls that carry a correlation id, in file order."""
+
+    correlation: np.ndarray  # int64
+    start_ns: np.ndarray
+    thread: np.ndarray  # int64 thread key, as OpColumns.thread
+
+
+@dataclass(frozen=True)
+class KernelColumns:
+    """GPU kernels in file order."""
+
+    name: np.ndarray  # int32 name code
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+    device: np.ndarray  # int64: args.device, else pid
+    stream: np.ndarray  # int64: args.stream, else tid
+    correlation: np.ndarray  # int64, -1 when absent
+
+
+@dataclass(frozen=True)
+class MemoryColumns:
+    """"[memory]" instants in file order."""
+
+    ts_ns: np.ndarray
+    addr: np.ndarray  # uint64
+    bytes: np.ndarray
+    total_allocated: np.ndarray
+    device: np.ndarray  # "Device Id", -1 when absent
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One distinct op call signature: what a FLOP formula needs, as the trace wrote it (JSON text)."""
+
+    name: str
+    input_dims: bytes  # b"" when not recorded
+    input_types: bytes
+    concrete_inputs: bytes
+
+
+@dataclass(frozen=True)
+class KinetoTrace:
+    """A Kineto trace as columns; names and signatures are tables the columns index."""
+
+    source: str
+    metadata: dict  # the top-level fields of _METADATA present in the file, decoded
+    names: np.ndarray  # object: name code -> str
+    signatures: tuple[Signature, ...]
+    ops: OpColumns
+    steps: StepColumns
+    launches: LaunchColumns
+    kernels: KernelColumns
+    memory: MemoryColumns
+    copies: int  # gpu_memcpy/gpu_memset events
+    timed_start_ns: int | None  # first start and last end over the timed events (None if none)
+    timed_end_ns: int | None
