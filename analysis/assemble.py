@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from tbd.analysis import ranking, stability, utilization
+from tbd.analysis import flop_gaps, ranking, stability, utilization
 from tbd.analysis.peaks import PeakModel
 from tbd.profile import COMPLETE, FlopUtil, Iterations, KernelRow, Memory, Metrics, Profile, Throughput, Value
-from tbd.records import CpuSample, IterationLog, NvmlSample, TraceRecords
+from tbd.records import CpuSample, IterationLog, NvmlSample, StepSpan, TraceRecords
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,12 @@ def _nan_to_none(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def throughput(log: IterationLog | None, workload: WorkloadInfo | None) -> Throughput:
-    """Samples/s over the timing window only (never the traced iterations)."""
+def throughput(log: IterationLog | None, workload: WorkloadInfo | None,
+               no_samples_reason: str = "a trace alone does not say how many samples an iteration holds") -> Throughput:
+    """Samples/s over the timing window only (never the traced iterations of a run tbd timed)."""
     unit = workload.throughput_unit if workload else "samples/s"
     if workload is None or workload.samples_per_step is None:
-        return Throughput(None, unit, reason="a trace alone does not say how many samples an iteration holds")
+        return Throughput(None, unit, reason=no_samples_reason)
     if log is None or log.timing_window is None or not log.timing_window_ns:
         return Throughput(None, unit, reason="no timing window was completed")
     first, last = log.timing_window
@@ -52,10 +53,29 @@ def iterations_block(log: IterationLog | None) -> Iterations | None:
         return None
     return Iterations(
         warmup=log.warmup, warmup_s=log.warmup_seconds, warmup_detected=log.warmup_detected,
-        stable=log.stable,
+        stable=None if log.from_trace else log.stable,
         timing_window=list(log.timing_window) if log.timing_window else None,
         trace_window=list(log.trace_window) if log.trace_window else None,
-        times_s=[float(t) / 1e9 for t in log.times_ns])
+        times_s=[float(t) / 1e9 for t in log.times_ns],
+        source="trace" if log.from_trace else "run",
+        step_numbers=list(log.step_numbers) if log.from_trace else None)
+
+
+def iteration_log_from_steps(steps: tuple[StepSpan, ...]) -> IterationLog | None:
+    """The iterations of a trace that tbd did not record: its ProfilerStep spans, in order.
+
+    Each iteration's time is its span (host start to the end of its last kernel); the "timing
+    window" is all of them, first start to latest end, so a throughput over it counts every
+    traced step. Nothing about warm-up or stability can be told from the spans alone.
+    """
+    if not steps:
+        return None
+    times = np.array([s.end_ns - s.start_ns for s in steps], dtype=np.int64)
+    window_ns = max(s.end_ns for s in steps) - steps[0].start_ns
+    last = len(steps) - 1
+    return IterationLog(times_ns=times, warmup=0, warmup_detected=False, stable=True, timing_window=(0, last),
+                        trace_window=(0, last), timing_window_ns=int(window_ns), from_trace=True,
+                        step_numbers=tuple(s.number for s in steps))
 
 
 def gpu_busy(trace: TraceRecords | None, no_gpu_reason: str) -> Value:
@@ -97,7 +117,9 @@ def flop_util(trace: TraceRecords | None, peaks: PeakModel) -> tuple[FlopUtil, n
     fp32 = peaks.by_precision.get("fp32")
     common = dict(source="analytic", peak_flops=used.get("fp32"), peak_source=peak_source,
                   hardware_peak_flops=fp32.value if fp32 else None,
-                  hardware_peak_reason=hw_reason, measured_ceiling_flops=peaks.measured_ceiling_flops)
+                  hardware_peak_reason=hw_reason, measured_ceiling_flops=peaks.measured_ceiling_flops,
+                  peak_formula=(fp32.formula or None) if fp32 and fp32.value else None,
+                  peaks_by_precision=dict(used))
     if trace is None or len(trace.kernels) == 0:
         return FlopUtil(None, "no kernels or ops were traced", flops=None, busy_s=None,
                         unattributed_busy_pct=None, **common), None
@@ -108,30 +130,57 @@ def flop_util(trace: TraceRecords | None, peaks: PeakModel) -> tuple[FlopUtil, n
     if not used:
         return FlopUtil(None, f"peak FLOP/s unknown: {hw_reason}", flops=flops, busy_s=busy_ns / 1e9,
                         unattributed_busy_pct=unattributed, **common), util_rows
-    if not np.isfinite(trace.kernels.flops).any():
-        return FlopUtil(None, "no traced op has a FLOP formula with recorded shapes", flops=None,
+    if not (np.nan_to_num(trace.kernels.flops, nan=0.0) > 0).any():
+        # Only known zeros (copies, fills) or nothing counted: 0 % would read as an idle chip.
+        gaps = flop_gaps.no_flop_formula(trace.kernels)
+        top = gaps.causes[0] if gaps and gaps.causes else None
+        why = f"{top.cause.replace('_', ' ')}: {top.detail}" if top else "no FLOP formula"
+        return FlopUtil(None, f"no traced op with arithmetic has a FLOP count ({why})", flops=None,
                         busy_s=busy_ns / 1e9, unattributed_busy_pct=unattributed, **common), util_rows
     value = utilization.flop_util_pct(trace.kernels, busy_ns, used)
     return FlopUtil(value, None, flops=flops, busy_s=busy_ns / 1e9, unattributed_busy_pct=unattributed,
                     **common), util_rows
 
 
-def _kernel_row(g: ranking.KernelGroup) -> KernelRow:
+ABOVE_PEAK = "above peak: precision or peak misdetected"
+
+
+def util_note(g: ranking.KernelGroup, peaks: PeakModel) -> str | None:
+    """Why a group's utilization is flagged (above peak) or null; None for a plain figure."""
+    if g.above_peak:
+        return ABOVE_PEAK
+    if np.isfinite(g.util_pct):
+        return None
+    if not np.isfinite(g.flops):
+        return "no FLOP formula"
+    peak = peaks.by_precision.get(g.precision) if g.precision else None
+    if peak is None or not peak.value:
+        why = peak.reason if peak is not None and peak.reason else f"no peak for precision {g.precision or 'unknown'}"
+        return f"peak unknown: {why}"
+    return "no time"
+
+
+def _kernel_row(g: ranking.KernelGroup, peaks: PeakModel) -> KernelRow:
     return KernelRow(name=g.name, calls=g.calls, time_s=g.time_ns / 1e9, time_share_pct=g.time_share_pct,
                      flops=_nan_to_none(g.flops), flop_source=g.flop_source or None, precision=g.precision,
-                     util_pct=_nan_to_none(g.util_pct))
+                     util_pct=_nan_to_none(g.util_pct), util_note=util_note(g, peaks))
 
 
-def kernel_tables(trace: TraceRecords | None, util_rows: np.ndarray | None,
+def kernel_tables(trace: TraceRecords | None, util_rows: np.ndarray | None, peaks: PeakModel,
                   top: int | None = None) -> tuple[list[KernelRow], list[KernelRow], float]:
-    """All groups (longest first, `top` of them if given), the low-utilization ranking, and its threshold."""
+    """All groups (longest first, `top` of them if given), the low-utilization ranking, and its threshold.
+
+    Without any peak the threshold is NaN: the only utilizations left would be the known zeros
+    of data-movement kernels, and their average (0 %) would rank nothing honestly.
+    """
     if trace is None or util_rows is None or len(trace.kernels) == 0:
         return [], [], float("nan")
     groups = ranking.group_kernels(trace.kernels, util_rows)
-    threshold = ranking.average_util_pct(groups)
+    used, _, _ = peaks.denominators()
+    threshold = ranking.average_util_pct(groups) if used else float("nan")
     low = ranking.low_util_kernels(groups, threshold) if math.isfinite(threshold) else []
     shown = groups if top is None else groups[:top]
-    return [_kernel_row(g) for g in shown], [_kernel_row(g) for g in low], threshold
+    return [_kernel_row(g, peaks) for g in shown], [_kernel_row(g, peaks) for g in low], threshold
 
 
 def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: IterationLog | None,
@@ -142,17 +191,20 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
                      kernel_rows: int | None = 200) -> Profile:
     """Every metric of the contract from the records given; what they cannot tell is null + reason.
 
-    `reasons` overrides the default null reasons: keys "gpu", "nvml", "cpu".
+    `reasons` overrides the default null reasons: keys "gpu", "nvml", "cpu", "throughput".
     """
     reasons = reasons or {}
     notes = list(notes or [])
     no_gpu = reasons.get("gpu", "no CUDA device: the run used the CPU")
     fu, util_rows = flop_util(trace, peaks)
-    kernels, low, threshold = kernel_tables(trace, util_rows, kernel_rows)
+    kernels, low, threshold = kernel_tables(trace, util_rows, peaks, kernel_rows)
     fu = replace(fu, kernel_average_pct=_nan_to_none(threshold))
-    if log is not None and not log.stable:
+    if log is not None and not log.stable and not log.from_trace:
         notes.append("NOT STABLE: the stable phase was never reached; figures cover an unsteady run")
-    if log is not None:
+    if log is not None and log.from_trace:
+        notes.append(f"iterations: the trace's {len(log.times_ns)} ProfilerStep spans; warm-up and stability "
+                     "cannot be told from a trace alone")
+    if log is not None and not log.from_trace:
         notes.extend(stability.trace_window_outliers(log.times_ns, log.timing_window, log.trace_window,
                                                      log.timing_window_ns))
     cpu_pct = cpu_util(cpu, reasons.get("cpu", "no timing window was completed"))
@@ -160,12 +212,13 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
     if trace is not None:
         notes.extend(trace.notes)
     metrics = Metrics(
-        throughput=throughput(log, workload),
+        throughput=throughput(log, workload, *([reasons["throughput"]] if "throughput" in reasons else [])),
         gpu_busy_pct=gpu_busy(trace, no_gpu),
         gpu_busy_nvml_pct=nvml_busy(nvml, reasons.get("nvml", no_gpu)),
         flop_util_pct=fu,
         cpu_util_pct=cpu_pct,
         memory_bytes=memory,
+        no_flop_formula=flop_gaps.no_flop_formula(trace.kernels) if trace is not None else None,
     )
     return Profile(status=status, spec=spec, environment=environment, iterations=iterations_block(log),
                    metrics=metrics, kernels=kernels, low_util_kernels=low, notes=notes,

@@ -18,7 +18,9 @@ Conventions (every formula below follows them):
   (``conv_backward_flop`` transposes the whole input), overcounting by ``groups``; we count
   Cin/groups. Scaled-dot-product attention counts its two (forward) or five (backward) batched
   GEMMs, as FlopCounterMode's ``sdpa_flop_count``/``sdpa_backward_flop_count``; the softmax inside
-  the fused kernel is not counted.
+  the fused kernel is not counted. The inner kernels (_flash_attention_*, _efficient_attention_*)
+  take [B, S, H, D] where the _scaled_dot_product_* ops take [B, H, S, D]; each formula reads its
+  op's layout, so inner and outer agree (FlopCounterMode reads the inner ones as [B, H, S, D]).
 * Every other formula counts per-element work only: per-channel, per-row or per-call scalar work
   (batch-norm's rsqrt per channel, softmax's log per row, a loss's final divide) is O(1/elements)
   of the total and is left out, so every count is an integer multiple of an element count.
@@ -28,7 +30,13 @@ Conventions (every formula below follows them):
 * Ops whose tensor inputs are all integer or bool do integer arithmetic: 0 floating-point FLOPs.
 * A scalar argument that the trace did not record takes its schema default when it has one
   (alpha = 1, reduction = mean, approximate = 'none'); one without a default (conv stride, pooling
-  kernel, a training flag, an output_mask) makes the count NaN.
+  kernel, a training flag, an output_mask) makes the count NaN, unless the tensor shapes tell it
+  (a conv's groups is never needed: weight.shape[1] is Cin/groups; an embedding bag's max mode
+  shows as its [B, D] maximum_indices). Traces without "Concrete Inputs" (PyTorch 1.x and early
+  2.x: the profiler gained them in 2023, pytorch#100593) record no scalar argument at all; one
+  exception serves them: native_layer_norm_backward with no recorded output_mask counts every
+  gradient it can give (grad_input, and grad_weight/grad_bias where weight/bias are passed),
+  which is what autograd asks of an affine LayerNorm.
 * Each computation carries a formula at exactly one nesting level of a PyTorch call stack, since
   the reader takes FLOPs from the outermost op with a formula and skips its descendants:
   conv on ``aten::convolution`` (not conv2d/_convolution/mkldnn_/cudnn_convolution), GEMMs on
@@ -37,9 +45,22 @@ Conventions (every formula below follows them):
   cross-entropy on its parts (_log_softmax, nll_loss_forward), LSTM on the layer kernels
   (mkldnn_rnn_layer on CPU, _cudnn_rnn on CUDA) or, where aten::lstm/lstm_cell decompose into
   visible linear/sigmoid/tanh/mul ops (CPU without oneDNN, nn.LSTMCell), on those ops; aten::lstm
-  itself has no formula. Wrappers that contain the same computation (relu > clamp_min, mean > sum +
-  div_, max_pool2d > max_pool2d_with_indices, _foreach_add_ > add_) carry equal formulas, so
-  either level gives the same count.
+  itself has no formula. Conv backward (PyTorch >= 1.11) on convolution_backward; in PyTorch
+  1.8-1.10 on the per-gradient ops cudnn_/miopen_(depthwise_)/mkldnn_convolution(_transpose)_
+  backward_input and _backward_weight(s), not on the cudnn_/miopen_/mkldnn_convolution_backward
+  that calls one per requested gradient: their presence is the output_mask those traces never
+  record (grad_input then comes from the grad_output and weight shapes alone; grad_weight needs
+  the int[] weight_size for its kernel size, NaN when unrecorded). Fused attention on the
+  _scaled_dot_product_{flash,efficient,cudnn}_attention(_backward) ops (their inner
+  _flash_/_efficient_/_cudnn_attention_forward/_backward carry equal formulas);
+  scaled_dot_product_attention has none, and neither has _scaled_dot_product_attention_math, whose
+  visible bmm/_softmax/mul ops carry the math path. Embedding backward on embedding_dense_backward
+  / embedding_sparse_backward (0), not embedding_backward; embedding bags on _embedding_bag_dense_
+  backward, not _embedding_bag_backward (the sparse path's visible index_select/mul_ carry it).
+  Wrappers that contain the same computation (relu > clamp_min, mean > sum + div_, max_pool2d >
+  max_pool2d_with_indices, _foreach_add_ > add_, convolution_backward > _slow_conv2d_backward,
+  embedding_bag > _embedding_bag, _scaled_dot_product_flash_attention > _flash_attention_forward)
+  carry equal formulas, so either level gives the same count.
 
 Names are exact Kineto names with their ``aten::`` prefix.
 
@@ -56,7 +77,7 @@ import math
 from typing import Callable
 
 from tbd.analysis.flops_args import Unparseable, input_shape, numel
-from tbd.analysis.flops_dense import batched_gemm, convolution, convolution_backward, gemm, mv, sdpa
+from tbd.analysis.flops_dense import ATTENTION, CONV_BACKWARD, batched_gemm, convolution, convolution_backward, gemm, mv
 from tbd.analysis.flops_elementwise import (
     ELEMENTWISE,
     FOREACH,
@@ -70,6 +91,8 @@ from tbd.analysis.flops_elementwise import (
     batch_norm_legit,
     cudnn_batch_norm_backward,
     elementwise,
+    embedding_bag,
+    embedding_bag_dense_backward,
     foreach,
     layer_norm,
     layer_norm_backward,
@@ -85,32 +108,18 @@ from tbd.analysis.flops_elementwise import (
     roi_align_backward,
 )
 from tbd.analysis.flops_rnn import cudnn_rnn, fused_lstm_cell, fused_lstm_cell_backward, mkldnn_rnn_layer
+from tbd.analysis.precision import op_precision
 from tbd.records import OpShapes
 
-_FLOAT_TYPES = {
-    "float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16",
-    "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8",
-    "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8",
-}
-_INT_TYPES = {
-    "bool", "unsigned char", "signed char", "short int", "int", "long int", "long long int",
-    "c10::qint8", "c10::quint8", "c10::qint32",
-}
 
+def precision_of(input_types, input_dims=None) -> str:
+    """Precision of an op call from its Kineto input types (and dims): `analysis.precision.op_precision`.
 
-def precision_of(input_types) -> str:
-    """Precision of an op call from its Kineto input types.
-
-    The first floating-point input decides ("float" -> "fp32", "c10::Half" -> "fp16",
-    "c10::BFloat16" -> "bf16", "double" -> "fp64", float8 -> "fp8"): later inputs are often
-    wrapped Python scalars recorded as "double". "int" when every typed input is integer or bool;
-    "" when nothing tells (no types, only "Scalar"/"TensorList"/"").
+    "fp32", "fp16", "bf16", "fp64", "fp8", "int" (every typed input integer or bool) or "" (nothing
+    tells). The first floating-point tensor input decides; a 0-d input (a wrapped Python scalar)
+    decides only when no tensor input is floating.
     """
-    types = list(input_types or ())
-    for t in types:
-        if t in _FLOAT_TYPES:
-            return _FLOAT_TYPES[t]
-    return "int" if any(t in _INT_TYPES for t in types) else ""
+    return op_precision(input_types, input_dims)
 
 
 def _build_table() -> dict[str, Callable[[OpShapes], float]]:
@@ -158,9 +167,11 @@ def _build_table() -> dict[str, Callable[[OpShapes], float]]:
               "aten::_adaptive_avg_pool2d": adaptive_avg_pool(2),
               "aten::_adaptive_avg_pool2d_backward": per_element(1, 1)})
     t.update({"torchvision::roi_align": roi_align, "torchvision::_roi_align_backward": roi_align_backward})
-    for kind in ("flash_attention", "efficient_attention", "cudnn_attention", "flash_attention_for_cpu"):
-        t[f"aten::_scaled_dot_product_{kind}"] = sdpa(0, backward=False)
-        t[f"aten::_scaled_dot_product_{kind}_backward"] = sdpa(1, backward=True)
+    for name, formula in {**CONV_BACKWARD, **ATTENTION}.items():
+        t[f"aten::{name}"] = formula
+    t.update({"aten::embedding_bag": embedding_bag, "aten::_embedding_bag": embedding_bag,
+              "aten::_embedding_bag_forward_only": embedding_bag,
+              "aten::_embedding_bag_dense_backward": embedding_bag_dense_backward})
     t.update({"aten::_cudnn_rnn": cudnn_rnn(False), "aten::_cudnn_rnn_backward": cudnn_rnn(True),
               "aten::mkldnn_rnn_layer": mkldnn_rnn_layer(False),
               "aten::mkldnn_rnn_layer_backward": mkldnn_rnn_layer(True),
@@ -192,7 +203,7 @@ def op_flops(op: OpShapes) -> float | None:
     formula = _TABLE.get(op.name)
     if formula is None:
         return None
-    if precision_of(op.input_types) == "int":
+    if precision_of(op.input_types, op.input_dims) == "int":
         return 0.0
     try:
         return float(formula(op))

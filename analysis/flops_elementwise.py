@@ -220,7 +220,17 @@ def layer_norm(op: OpShapes) -> float:
 
 
 def layer_norm_backward(op: OpShapes) -> float:
-    m = output_mask(op, 7, 3)
+    """native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask).
+
+    Traces without Concrete Inputs (PyTorch 1.x, early 2.x) never record output_mask; then every
+    gradient the call can give is counted: grad_input, plus grad_weight/grad_bias where weight/bias
+    are passed, which is what autograd requests for a LayerNorm whose input and affine parameters
+    require grad (nn.LayerNorm anywhere but on a network's raw input).
+    """
+    if concrete(op, 7, None) is None:
+        m = [True, has_tensor(op, 5), has_tensor(op, 6)]
+    else:
+        m = output_mask(op, 7, 3)
     per = 2 * (m[0] or m[1]) + 2 * m[1] + m[2] + m[0] * (7 + has_tensor(op, 5))
     return per * numel(input_shape(op, 0))
 
@@ -308,12 +318,55 @@ def roi_align_backward(op: OpShapes) -> float:
     return numel(input_shape(op, 0)) * (8 * _roi_samples(op, 9) + 1)
 
 
+# Embeddings (aten/src/ATen/native/Embedding.cpp, EmbeddingBag.cpp and their CUDA kernels). The
+# plain lookup is a gather (data movement, ZERO_OPS). Its backward adds each gradient row into the
+# row of grad_weight its index names: 1 per grad_output element (embedding_dense_backward); the
+# sparse form only repackages grad_output as a sparse tensor (embedding_sparse_backward, ZERO_OPS).
+# embedding_backward, which calls one of the two by its `sparse` flag, has no formula.
+# Bags of n indices into a [V, D] table, B bags: the forward gathers n·D elements and reduces
+# each into its bag, one add (sum, mean) or compare (max) per gathered element, one multiply more
+# with per-sample weights (sum only), and mean divides each of the B·D outputs. Backward (dense):
+# sum/mean add each gathered element's gradient into grad_weight (1), after scaling it by the
+# per-sample weight or 1/bag_size (+1); max sends each of the B·D gradient elements to its argmax
+# row (1). The frequency scaling of scale_grad_by_freq is not counted (nor in embedding_dense_backward).
+# Mode 0 = sum, 1 = mean, 2 = max (EmbeddingBag.h).
+def embedding_bag(op: OpShapes) -> float:
+    """embedding_bag / _embedding_bag / _embedding_bag_forward_only(weight, indices, offsets,
+    scale_grad_by_freq, mode=0, sparse, per_sample_weights, include_last_offset=False, ...)."""
+    w, idx, offsets = input_shape(op, 0), input_shape(op, 1), input_shape(op, 2)
+    require(len(w) == 2 and len(offsets) == 1, f"{op.name}: weight {w}, offsets {offsets}")
+    gathered = numel(idx) * w[1]
+    if concrete(op, 4, 0) == 1:
+        bags = offsets[0] - bool(concrete(op, 7, False))
+        return gathered + bags * w[1]
+    return gathered * (2 if has_tensor(op, 6) else 1)
+
+
+def embedding_bag_dense_backward(op: OpShapes) -> float:
+    """_embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+    num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx); PyTorch 1.8 had
+    offsets at 2, so everything from offset2bag on one later (told apart by a tensor at 5).
+
+    An unrecorded mode is max when maximum_indices is [B, D] (only max mode fills it per
+    element), else unknown: sum and mean differ.
+    """
+    old = bool(op.input_dims[5]) if len(op.input_dims) > 5 else False
+    grad, idx, max_indices = input_shape(op, 0), input_shape(op, 1), input_shape(op, 5 if old else 4)
+    require(len(grad) == 2, f"{op.name}: grad {grad}")
+    mode = concrete(op, 8 if old else 7, 2 if len(max_indices) == 2 else None)
+    require(mode in (0, 1, 2), f"{op.name}: mode {mode!r}")
+    if mode == 2:
+        return numel(grad)
+    scaled = mode == 1 or has_tensor(op, 9 if old else 8)
+    return numel(idx) * grad[1] * (2 if scaled else 1)
+
+
 # Pure data movement: copies, fills, allocation, views, concatenation, gathers, casts: 0 FLOPs.
 ZERO_OPS = (
     "copy_ fill_ zero_ zeros zeros_like ones ones_like full full_like empty empty_like "
     "empty_strided new_zeros new_empty new_ones clone contiguous cat stack to _to_copy "
-    "index_select embedding view reshape _reshape_alias _unsafe_view t transpose permute expand "
-    "flatten squeeze unsqueeze select slice narrow as_strided detach split chunk unbind "
+    "index_select embedding embedding_sparse_backward view reshape _reshape_alias _unsafe_view t "
+    "transpose permute expand flatten squeeze unsqueeze select slice narrow as_strided detach split chunk unbind "
     "unsafe_split unsafe_chunk resize_ where masked_fill_ constant_pad_nd item "
     "_local_scalar_dense lift_fresh alias broadcast_tensors detach_"
 ).split()

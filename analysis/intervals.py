@@ -1,7 +1,7 @@
 """Interval maths over half-open [start, end) integer-nanosecond intervals, vectorised.
 
 Every busy-time figure in tbd goes through here: the union of kernel intervals across streams
-(DESIGN.md formula (1)), clipping to a window, and covered length.
+(DESIGN.md formula (1)), clipping to a window, covered length, and the overlap of two sets of intervals.
 """
 
 from __future__ import annotations
@@ -52,3 +52,14 @@ def covered_in_window_ns(start_ns: np.ndarray, end_ns: np.ndarray, lo_ns: int, h
     """Length of [lo, hi) covered by the union of the intervals, in ns."""
     s, e = clip(start_ns, end_ns, lo_ns, hi_ns)
     return union_length_ns(s, e)
+
+
+def overlap_length_ns(a_start_ns: np.ndarray, a_end_ns: np.ndarray, b_start_ns: np.ndarray,
+                      b_end_ns: np.ndarray) -> int:
+    """Length covered by both the union of the a intervals and the union of the b intervals, in ns.
+
+    |A ∩ B| = |A| + |B| - |A ∪ B|, each a union length: exact in integers.
+    """
+    both_s = np.concatenate([np.asarray(a_start_ns, dtype=np.int64), np.asarray(b_start_ns, dtype=np.int64)])
+    both_e = np.concatenate([np.asarray(a_end_ns, dtype=np.int64), np.asarray(b_end_ns, dtype=np.int64)])
+    return union_length_ns(a_start_ns, a_end_ns) + union_length_ns(b_start_ns, b_end_ns) - union_length_ns(both_s, both_e)

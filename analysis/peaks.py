@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tbd.analysis.gpu_table import GpuSpec, find_gpu
+
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16")
 
 
@@ -155,12 +157,18 @@ def cpu_peak_flops(isa_flags: Iterable[str], cores: int, max_clock_hz: float | N
     return PeakFlops(float(cores) * float(max_clock_hz) * rate, None, formula)
 
 
+HARDWARE_MODEL = "hardware_model"  # units x clock x FLOP/clk/unit (this module's tables)
+GPU_TABLE = "gpu_table"  # the GPU's datasheet row (analysis/gpu_table.py)
+USER = "user"  # given with --peak-flops
+
+
 @dataclass(frozen=True)
 class PeakModel:
     """Peak FLOP/s per precision for the device that ran the kernels, and the measured ceiling."""
 
     by_precision: dict[str, PeakFlops]
     measured_ceiling_flops: float | None = None  # achieved FP32 GEMM FLOP/s on this device
+    source: str = HARDWARE_MODEL  # where the FP32 peak comes from: HARDWARE_MODEL, GPU_TABLE or USER
 
     def denominators(self) -> tuple[dict[str, float], str, str | None]:
         """Peaks actually used per precision, the FP32 source and, if it fell back, why.
@@ -171,7 +179,7 @@ class PeakModel:
         used = {p: pk.value for p, pk in self.by_precision.items() if pk.value}
         fp32 = self.by_precision.get("fp32")
         if fp32 is not None and fp32.value:
-            return used, "hardware_model", None
+            return used, self.source, None
         if self.measured_ceiling_flops:
             used["fp32"] = self.measured_ceiling_flops
             return used, "measured_gemm", fp32.reason if fp32 else "no hardware model"
@@ -179,28 +187,77 @@ class PeakModel:
 
 
 GPU_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+TABLE_PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 
 
-def device_peak_model(environment: dict[str, Any], device_kind: str, gemm: dict | None) -> PeakModel:
-    """Peaks per precision from the hardware model of the device the kernels ran on.
+def table_peak_model(spec: GpuSpec, how: str, ceiling: float | None = None) -> PeakModel:
+    """Dense peaks per precision from the GPU's datasheet row; a precision it lacks is null with the reason."""
+    by = {}
+    for p in TABLE_PRECISIONS:
+        value = spec.peak_flops.get(p)
+        by[p] = PeakFlops(float(value), None, f"{spec.name} datasheet ({how})") if value else \
+            PeakFlops(None, f"{spec.name} has no {p} peak in the GPU table", "")
+    return PeakModel(by, ceiling, GPU_TABLE)
+
+
+def with_user_fp32(model: PeakModel, peak_flops: float) -> PeakModel:
+    """`model` with its FP32 peak replaced by the user's (--peak-flops), labelled as such."""
+    by = {**model.by_precision, "fp32": PeakFlops(float(peak_flops), None, "given with --peak-flops")}
+    return PeakModel(by, model.measured_ceiling_flops, USER)
+
+
+def gpu_spec_of(gpu: dict[str, Any]) -> tuple[GpuSpec | None, str]:
+    """The table row for an environment's "gpu" record (name, vendor, compute_capability, sm_count)."""
+    cc = gpu.get("compute_capability")
+    return find_gpu(gpu.get("name"), vendor=gpu.get("vendor"),
+                    compute_capability=tuple(cc) if cc else None, sm_count=gpu.get("sm_count"))
+
+
+def device_peak_model(environment: dict[str, Any], device_kind: str, gemm: dict | None,
+                      peak_flops: float | None = None) -> PeakModel:
+    """Peaks per precision for the device the kernels ran on.
+
+    A GPU's peaks come from its datasheet row (the GPU table, found by name, else by NVIDIA
+    compute capability and SMs); a GPU the table does not know falls back to the SM model
+    (compute capability x SMs x max SM clock) when the clock is known, else every peak is null
+    with the reason naming the GPU. A CPU's from its ISA, cores and clock. `peak_flops` (the
+    user's --peak-flops) replaces the FP32 peak on either.
 
     Args:
-        environment: the run's environment record (profilers/host.py's keys): "gpu" with
+        environment: the run's environment record (profilers/host.py's keys): "gpu" with name,
             compute_capability, sm_count and max_sm_clock_hz; "cpu" with isa, threads_in_use
             (or cores_logical) and max_clock_hz.
         device_kind: "cuda" or "cpu", what the trace's kernels ran on.
         gemm: the measured GEMM ceiling record (its "flops_per_s"), or None.
+        peak_flops: the user's FP32 peak FLOP/s, or None.
     """
     ceiling = gemm.get("flops_per_s") if isinstance(gemm, dict) else None
     if device_kind == "cuda":
-        gpu = environment.get("gpu") or {}
-        cc = gpu.get("compute_capability")
-        if not cc:
-            reason = "GPU compute capability unknown"
-            return PeakModel({p: PeakFlops(None, reason, "") for p in GPU_PRECISIONS}, ceiling)
-        return PeakModel({p: gpu_peak_flops(tuple(cc), int(gpu.get("sm_count") or 0), gpu.get("max_sm_clock_hz"), p)
-                          for p in GPU_PRECISIONS}, ceiling)
-    cpu = environment.get("cpu") or {}
-    threads = cpu.get("threads_in_use") or cpu.get("cores_logical") or 0
-    return PeakModel({p: cpu_peak_flops(cpu.get("isa") or [], int(threads), cpu.get("max_clock_hz"), p)
-                      for p in ("fp32", "fp64")}, ceiling)
+        model = _gpu_peak_model(environment.get("gpu") or {}, ceiling)
+    else:
+        cpu = environment.get("cpu") or {}
+        threads = cpu.get("threads_in_use") or cpu.get("cores_logical") or 0
+        model = PeakModel({p: cpu_peak_flops(cpu.get("isa") or [], int(threads), cpu.get("max_clock_hz"), p)
+                           for p in ("fp32", "fp64")}, ceiling)
+    return with_user_fp32(model, peak_flops) if peak_flops else model
+
+
+def _gpu_peak_model(gpu: dict[str, Any], ceiling: float | None) -> PeakModel:
+    if gpu.get("peak_clock_given"):
+        # The user named the clock (--sm-clock-mhz): the SM model at that clock, as asked.
+        return _sm_model(gpu, ceiling)
+    spec, how = gpu_spec_of(gpu)
+    if spec is not None:
+        return table_peak_model(spec, how, ceiling)
+    if gpu.get("max_sm_clock_hz") and gpu.get("compute_capability") and gpu.get("vendor", "nvidia") == "nvidia":
+        return _sm_model(gpu, ceiling)
+    return PeakModel({p: PeakFlops(None, how, "") for p in GPU_PRECISIONS}, ceiling)
+
+
+def _sm_model(gpu: dict[str, Any], ceiling: float | None) -> PeakModel:
+    cc = gpu.get("compute_capability")
+    if not cc:
+        reason = "GPU compute capability unknown"
+        return PeakModel({p: PeakFlops(None, reason, "") for p in GPU_PRECISIONS}, ceiling)
+    return PeakModel({p: gpu_peak_flops(tuple(cc), int(gpu.get("sm_count") or 0), gpu.get("max_sm_clock_hz"), p)
+                      for p in GPU_PRECISIONS}, ceiling)

@@ -132,6 +132,7 @@ def measure(path: Path, repeats: int, hta_python: Path | None, others: bool,
         runs: dict[str, list[tuple[float, int]]] = {n: [] for n in names}
         for r in range(repeats):
             for name in names[r % len(names):] + names[:r % len(names)]:
+                (Path(tmp) / "profile.json").unlink(missing_ok=True)  # `tbd analyze --json` never overwrites
                 runs[name].append(_run(tools[name], Path(tmp)))
         return runs
 

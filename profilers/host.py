@@ -120,6 +120,8 @@ def torch_gpu(torch: Any, index: int = 0) -> tuple[dict | None, str | None]:
         clock_hz, clock_source = float(props.clock_rate) * 1e3, "cudaDeviceProp.clockRate"
     gpu = {
         "name": props.name,
+        # ROCm builds of torch answer through torch.cuda too, with a CUDA-style capability.
+        "vendor": "amd" if getattr(torch.version, "hip", None) else "nvidia",
         "index": index,
         "uuid": uuid,
         "compute_capability": [int(props.major), int(props.minor)],

@@ -20,7 +20,8 @@ cuLaunchKernel, ...; the first such call in the file when several share an id): 
 launching op to the OUTERMOST enclosing op that has a formula (`flops_of(shapes) is not None`);
 that op's FLOPs are split among ALL kernels launched beneath it in proportion to their durations,
 and those rows carry its name as `op`, source "analytic" and its precision (`precision_of(input
-types)`, "tf32" instead of "fp32" when the kernel name says tf32). Kernels with no formula op get
+types, dims)`, then refined by the kernel's own name through the caller's `kernel_precisions`: TF32
+or tensor-core math that the op's types cannot show). Kernels with no formula op get
 NaN FLOPs, `op` = launching op name ("" if none), source "" and precision "". A formula op whose
 shapes are missing (`flops_of` returns NaN) leaves its rows at NaN FLOPs with source "". The step
 of a kernel is the step containing its launching call. Busy intervals are the kernel intervals;
@@ -54,7 +55,19 @@ from tbd.profilers.kineto_columns import KinetoTrace, Signature
 from tbd.profilers.kineto_decode import decode_trace, read_trace_file
 from tbd.profilers.kineto_tree import OpTree, enclosing_ops, formula_roots, op_tree, self_times, split_flops
 from tbd.profilers.trace_events import NO_STEPS_NOTE
-from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpShapes, OpTable, StepSpan, TraceRecords
+from tbd.records import (
+    ANALYTIC,
+    NO_FORMULA,
+    NO_LAUNCH_OP,
+    SHAPES_NOT_RECORDED,
+    SHAPES_UNREADABLE,
+    KernelTable,
+    MemoryEvents,
+    OpShapes,
+    OpTable,
+    StepSpan,
+    TraceRecords,
+)
 
 __all__ = ["KinetoTrace", "read_trace_file", "trace_records"]
 
@@ -68,9 +81,11 @@ class _SignatureFlops:
     flops: np.ndarray  # float64
     has_formula: np.ndarray  # bool
     precision: np.ndarray  # object
+    shapes_recorded: np.ndarray  # bool: the trace holds "Input Dims" for the call
 
 
-def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision_of) -> TraceRecords:
+def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision_of,
+                  kernel_precisions=None) -> TraceRecords:
     """Build the records of one Kineto trace (pure: no I/O).
 
     Args:
@@ -79,8 +94,11 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
         source: the trace's name, for notes and errors.
         flops_of: callable(OpShapes) -> FLOPs, None (no formula) or NaN (formula, shapes missing),
             e.g. `analysis.flops.op_flops`.
-        precision_of: callable(input types tuple) -> "fp32", "fp16", ..., e.g.
+        precision_of: callable(input types tuple, input dims tuple) -> "fp32", "fp16", ..., e.g.
             `analysis.flops.precision_of`.
+        kernel_precisions: callable(kernel names, their ops' precisions, compute capability or None)
+            -> each kernel's precision, e.g. `analysis.precision.kernel_precisions` (the kernel's
+            name tells TF32 or tensor-core math the op's types cannot); None: the op's precision.
     Returns:
         TraceRecords with integer-ns times; device_kind "cuda" if the trace has kernels, else "cpu".
     Raises:
@@ -89,11 +107,15 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
     if isinstance(trace, dict):
         trace = decode_trace(_ENCODER.encode(trace), source)
     if len(trace.ops.start_ns) == 0 and len(trace.kernels.start_ns) == 0:
-        raise TraceFormatError(f"no ops or kernels in {source}", hint="record with activities CPU (and CUDA)")
+        listed = ", ".join(trace.categories[:8]) + (", ..." if len(trace.categories) > 8 else "") or "none"
+        raise TraceFormatError(f"no ops or kernels in {source}: not a PyTorch profiler trace, or one recorded without "
+                               f"CPU and CUDA activities (its event categories: {listed})",
+                               hint="tbd analyze reads torch.profiler (Kineto) traces from PyTorch 1.8 on, a folder "
+                                    "of them, and tbd run directories of every framework")
     tree = op_tree(trace.ops)
     sig = _signature_flops(trace.signatures, flops_of, precision_of)
     if len(trace.kernels.start_ns):
-        return _gpu_records(trace, tree, sig, source)
+        return _gpu_records(trace, tree, sig, source, kernel_precisions)
     return _cpu_records(trace, tree, sig, source)
 
 
@@ -101,14 +123,32 @@ def _signature_flops(signatures: tuple[Signature, ...], flops_of, precision_of) 
     flops = np.full(len(signatures), np.nan)
     has = np.zeros(len(signatures), dtype=bool)
     precision = np.empty(len(signatures), dtype=object)
+    recorded = np.array([bool(s.input_dims) for s in signatures], dtype=bool)
     for code, s in enumerate(signatures):
         shapes = OpShapes(name=s.name, input_dims=_tuples(_json(s.input_dims)),
                           input_types=tuple(_json(s.input_types)), concrete_inputs=tuple(_json(s.concrete_inputs)))
         value = flops_of(shapes)
         if value is not None:
             has[code], flops[code] = True, float(value)
-        precision[code] = precision_of(shapes.input_types)
-    return _SignatureFlops(flops, has, precision)
+        precision[code] = precision_of(shapes.input_types, shapes.input_dims)
+    return _SignatureFlops(flops, has, precision, recorded)
+
+
+def _flop_gaps(flops: np.ndarray, root: np.ndarray, counted_from: np.ndarray, tree: OpTree,
+               sig: _SignatureFlops) -> np.ndarray:
+    """Per row, why its FLOPs are unknown (records.FLOP_GAPS), "" where known.
+
+    root: the row's formula root op (-1 none); counted_from: the op the row hangs from (the
+    launching op of a kernel, the op itself on the CPU), -1 when there is none.
+    """
+    gap = np.full(len(flops), "", dtype=object)
+    unknown = ~np.isfinite(flops)
+    gap[unknown & (counted_from < 0)] = NO_LAUNCH_OP
+    gap[unknown & (counted_from >= 0) & (root < 0)] = NO_FORMULA
+    rooted = unknown & (root >= 0)
+    recorded = sig.shapes_recorded[tree.signature[root[rooted]]] if rooted.any() else np.zeros(0, dtype=bool)
+    gap[np.flatnonzero(rooted)] = np.where(recorded, SHAPES_UNREADABLE, SHAPES_NOT_RECORDED)
+    return gap
 
 
 def _json(text: bytes) -> list:
@@ -191,7 +231,8 @@ def _op_table(trace: KinetoTrace, tree: OpTree, keep: np.ndarray) -> OpTable:
 # GPU and CPU records
 
 
-def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source: str) -> TraceRecords:
+def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source: str,
+                 kernel_precisions) -> TraceRecords:
     k = trace.kernels
     names = trace.names
     launch_ts, launch_op = _launches(trace, tree)
@@ -202,7 +243,7 @@ def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source:
     lo, hi, notes = _window(trace, spans)
     launched = launch_op >= 0
     root = formula_roots(tree, sig.has_formula[tree.signature])
-    kroot = np.where(launched, root[np.maximum(launch_op, 0)], -1)
+    kroot = np.where(launched, root[np.maximum(launch_op, 0)], -1) if len(tree) else np.full(len(launch_op), -1)
     flops = split_flops(sig.flops[tree.signature], kroot, k.dur_ns)
     rooted = kroot >= 0
     # The row's op: its formula root, else the launching op, else none.
@@ -211,10 +252,11 @@ def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source:
     op_code[rooted] = tree.name[kroot[rooted]]
     op_name = np.full(len(kroot), "", dtype=object)
     op_name[op_code >= 0] = names[op_code[op_code >= 0]]
-    precision = _kernel_precision(trace, tree, sig, kroot)
+    precision = _kernel_precision(trace, tree, sig, kroot, kernel_precisions)
     number = np.array([s.number for s in spans] + [-1], dtype=np.int64)
     table = KernelTable(names[k.name], k.start_ns, k.dur_ns, k.device, k.stream, op_name, flops,
-                        np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision, number[step_idx])
+                        np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision, number[step_idx],
+                        _flop_gaps(flops, kroot, launch_op, tree, sig))
     keep = _in_window(k.start_ns, lo, hi)
     order = np.flatnonzero(keep)[np.argsort(k.start_ns[keep], kind="stable")]
     rows = table.select(order)
@@ -244,14 +286,27 @@ def _launches(trace: KinetoTrace, tree: OpTree) -> tuple[np.ndarray, np.ndarray]
     return ts, op
 
 
-def _kernel_precision(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, kroot: np.ndarray) -> np.ndarray:
+def _kernel_precision(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, kroot: np.ndarray,
+                      kernel_precisions) -> np.ndarray:
+    """Each kernel's precision: its formula root op's, refined by the kernel's name when given how."""
     rooted = kroot >= 0
-    out = np.full(len(kroot), "", dtype=object)
-    out[rooted] = sig.precision[tree.signature[kroot[rooted]]]
-    # cuBLAS/cuDNN run fp32 GEMMs on tensor cores as TF32 when allowed; the kernel name says so.
-    says_tf32 = np.array(["tf32" in n.lower() for n in trace.names], dtype=bool)
-    out[(out == "fp32") & says_tf32[trace.kernels.name]] = "tf32"
-    return out
+    op = np.full(len(kroot), "", dtype=object)
+    op[rooted] = sig.precision[tree.signature[kroot[rooted]]]
+    if kernel_precisions is None:
+        return op
+    return kernel_precisions(trace.names[trace.kernels.name], op, _compute_capability(trace.metadata))
+
+
+def _compute_capability(metadata: dict) -> tuple[int, int] | None:
+    """The first device's CUDA compute capability from deviceProperties; None for ROCm (a warp of 64 lanes
+    and a CUDA-style number that is not the chip's) or when not recorded."""
+    props = metadata.get("deviceProperties")
+    if not isinstance(props, list) or not props or not isinstance(props[0], dict):
+        return None
+    p = props[0]
+    if p.get("warpSize") == 64 or "amd" in str(p.get("name", "")).lower() or "computeMajor" not in p:
+        return None
+    return int(p["computeMajor"]), int(p.get("computeMinor", 0))
 
 
 def _gpu_notes(trace: KinetoTrace, launch_op: np.ndarray, keep: np.ndarray) -> tuple[str, ...]:
@@ -283,7 +338,7 @@ def _cpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source:
     number = np.array([s.number for s in spans] + [-1], dtype=np.int64)
     table = KernelTable(names[tree.name], tree.start_ns, self_ns, np.full(n, -1, dtype=np.int64), tree.tid, op_name,
                         flops, np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision,
-                        number[_step_of(tree.start_ns, steps)])
+                        number[_step_of(tree.start_ns, steps)], _flop_gaps(flops, root, np.arange(n), tree, sig))
     keep = _in_window(tree.start_ns, lo, hi)
     order = np.flatnonzero(keep)[np.argsort(tree.start_ns[keep], kind="stable")]
     roots = keep & ~child

@@ -90,3 +90,5 @@ class KinetoTrace:
     copies: int  # gpu_memcpy/gpu_memset events
     timed_start_ns: int | None  # first start and last end over the timed events (None if none)
     timed_end_ns: int | None
+    categories: tuple[str, ...]  # every event "cat" the trace holds, sorted
+    memory_problem: str | None  # why the "[memory]" events could not be used, None if they could

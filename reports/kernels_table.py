@@ -97,6 +97,25 @@ def fmt_seconds(value: float | None) -> str:
     return f"{value:.3f} s"
 
 
+ABOVE_PEAK_MARK = "⚠"
+
+
+def fmt_util(row: KernelRow) -> str:
+    """A group's Util % cell: the figure, flagged when it lies above its precision's peak."""
+    text = fmt_pct(row.util_pct)
+    if row.util_note and row.util_note.startswith("above peak"):
+        return f"{text} {ABOVE_PEAK_MARK}"
+    return text
+
+
+def util_caption(rows: Sequence[KernelRow]) -> str:
+    """The Util % legend: n/a, and the above-peak flag when a shown row carries it."""
+    legend = "Util %: FLOPs / (peak FLOP/s of its precision x time); n/a: no FLOP formula, or no peak."
+    if any(fmt_util(r).endswith(ABOVE_PEAK_MARK) for r in rows):
+        legend += f"\n{ABOVE_PEAK_MARK}: above its precision's peak (precision or peak misdetected); not in the threshold."
+    return legend
+
+
 def fmt_window(window: list[int] | None) -> str:
     """An inclusive [first, last] iteration window as "first–last"."""
     if not window:
@@ -145,12 +164,11 @@ def top_kernels_table(console: Console, profile: Profile, top: int) -> list[Rend
         table.add_column("Name", no_wrap=True, overflow="ellipsis")
         for row, name in zip(rows, names):
             table.add_row(*(Text(cell) for cell in (
-                str(row.calls), fmt_seconds(row.time_s), fmt_pct(row.time_share_pct), fmt_pct(row.util_pct),
+                str(row.calls), fmt_seconds(row.time_s), fmt_pct(row.time_share_pct), fmt_util(row),
                 row.precision, name)))
         return table
 
-    caption = Text(f"Time %: share of the summed {noun[:-1]} time in the trace window.\n"
-                   "Util %: FLOPs / (peak FLOP/s x time); n/a: no FLOP formula.",
+    caption = Text(f"Time %: share of the summed {noun[:-1]} time in the trace window.\n" + util_caption(rows),
                    style="dim")
     return [title, fit_names(console, build, [r.name for r in rows]), caption]
 

@@ -16,7 +16,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from tbd.errors import UsageError
-from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Memory, Profile, Value
+from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Iterations, Memory, NoFlopFormula, Profile, Value
 from tbd.reports.kernels_table import (
     NA,
     console_text,
@@ -91,6 +91,8 @@ def _header(profile: Profile) -> list[RenderableType]:
 
 def _iterations(profile: Profile) -> list[RenderableType]:
     it = profile.iterations
+    if it is not None and it.source == "trace":
+        return _trace_iterations(it)
     if it is None:
         return [Text("iterations: n/a — no iteration was recorded")]
     # warmup_detected is False both for a user-given warm-up and for a detector that ran out of budget;
@@ -106,12 +108,27 @@ def _iterations(profile: Profile) -> list[RenderableType]:
                        style=LOUD), windows]
 
 
+def _trace_iterations(it: Iterations) -> list[RenderableType]:
+    """A trace's ProfilerStep spans: how many, which, and their lengths (nothing about warm-up)."""
+    steps = it.step_numbers or []
+    which = f"#{steps[0]}–#{steps[-1]}" if len(steps) > 1 else (f"#{steps[0]}" if steps else "")
+    times = it.times_s
+    mean = sum(times) / len(times) if times else None
+    spread = f" ({fmt_seconds(min(times))}–{fmt_seconds(max(times))})" if len(times) > 1 else ""
+    return [Text(f"iterations: {len(times)} ProfilerSteps from the trace {which}, {fmt_seconds(mean)} each on "
+                 f"average{spread}; warm-up and stability not checked (a trace alone)")]
+
+
 def _peak_detail(flop: FlopUtil) -> str:
     if flop.peak_source == "measured_gemm":
         used = "GEMM ceiling"  # the measured one: DESIGN.md, peak FLOP/s
         hw = fmt_flops(flop.hardware_peak_flops) if flop.hardware_peak_flops is not None \
             else _na(flop.hardware_peak_reason)
         return f"{used}; hardware model {hw}"
+    if flop.peak_source == "gpu_table":
+        return f"GPU table: {flop.peak_formula}" if flop.peak_formula else "GPU table"
+    if flop.peak_source == "user":
+        return "given with --peak-flops"
     ceiling = fmt_flops(flop.measured_ceiling_flops)
     return f"hardware model; GEMM ceiling {ceiling}"
 
@@ -144,11 +161,34 @@ def _metrics(profile: Profile) -> list[RenderableType]:
                   else _na(flop.hardware_peak_reason))
     if flop.unattributed_busy_pct is not None:
         table.add_row("No FLOP formula", f"{fmt_pct(flop.unattributed_busy_pct)} %",
-                      f"busy time in {noun} with no FLOP formula")
+                      f"busy time in {noun} with no FLOP formula" + (", by cause:" if m.no_flop_formula and
+                                                                     m.no_flop_formula.causes else ""))
+        for cause, value, detail in _flop_gap_rows(m.no_flop_formula):
+            table.add_row(cause, value, detail)
     else:
         table.add_row("No FLOP formula", NA, _na(flop.reason))
     table.add_row("CPU utilization", *_value_cells(m.cpu_util_pct, "all cores, timing window"))
     return [Text("Metrics", style="bold"), table]
+
+
+_GAP_LABELS = {"communication": "· communication", "compiled_region": "· compiled regions",
+               "shapes_not_recorded": "· shapes not recorded", "shapes_unreadable": "· shapes unreadable",
+               "no_launch_op": "· no launching op", "no_formula": "· no formula"}
+
+
+def _flop_gap_rows(gaps: NoFlopFormula | None) -> list[tuple[str, str, str]]:
+    """One row per cause of kernel time without FLOPs: label, share, what it is (and its top ops)."""
+    if gaps is None:
+        return []
+    rows = []
+    for gap in gaps.causes:
+        detail = gap.detail
+        if gap.cause == "communication" and gaps.communication_overlap_pct is not None:
+            detail += f"; {fmt_pct(gaps.communication_overlap_pct)} % of their time overlaps other kernels"
+        elif gap.cause in ("no_formula", "shapes_not_recorded", "shapes_unreadable") and gap.ops:
+            detail += ": " + ", ".join(f"{o['name']} {fmt_pct(o['pct'])} %" for o in gap.ops)
+        rows.append((_GAP_LABELS.get(gap.cause, f"· {gap.cause}"), f"{fmt_pct(gap.pct)} %", detail))
+    return rows
 
 
 def _value_cells(value: Value, detail: str) -> tuple[str, str]:

@@ -8,7 +8,7 @@ import sys
 import traceback
 
 from tbd import __version__
-from tbd.commands import analyze, env, kernels, profile, report, suite
+from tbd.commands import analyze, env, gpus, kernels, profile, report, suite
 from tbd.errors import TbdError
 
 COMMANDS = {
@@ -18,6 +18,7 @@ COMMANDS = {
     "report": (report, "render a saved profile.json again"),
     "env": (env, "show, per framework, whether it is usable, its version, interpreter and GPU"),
     "suite": (suite, "list the suite's models x frameworks and which run on this machine"),
+    "gpus": (gpus, "list the GPU table: peaks per precision, bandwidth, memory, with sources"),
 }
 
 

@@ -9,16 +9,18 @@ here; nothing here computes a metric.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from tbd import rundir
 from tbd.analysis import memory, memory_mxnet, memory_tensorflow
-from tbd.analysis.assemble import WorkloadInfo, assemble_profile
+from tbd.analysis.assemble import WorkloadInfo, assemble_profile, iteration_log_from_steps
 from tbd.analysis.flops import op_flops, precision_of
-from tbd.analysis.peaks import PeakFlops, PeakModel, device_peak_model
-from tbd.errors import ResultFormatError
+from tbd.analysis.peaks import USER, PeakFlops, PeakModel, device_peak_model
+from tbd.analysis.precision import kernel_precisions
+from tbd.errors import ResultFormatError, UsageError
 from tbd.profile import COMPLETE, PARTIAL, Memory, Profile
 from tbd.profilers import kineto, mxnet_trace, tensorflow_trace
 from tbd.records import TraceRecords
@@ -33,7 +35,8 @@ def _read_kineto(path: Path, run_dir: Path) -> TraceRecords:
 
 
 def _kineto_records(trace: kineto.KinetoTrace, source: str) -> TraceRecords:
-    return kineto.trace_records(trace, source=source, flops_of=op_flops, precision_of=precision_of)
+    return kineto.trace_records(trace, source=source, flops_of=op_flops, precision_of=precision_of,
+                                kernel_precisions=kernel_precisions)
 
 
 def _read_mxnet(path: Path, run_dir: Path) -> TraceRecords:
@@ -125,7 +128,8 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
     return assemble_profile(
         spec=raw.spec, environment=raw.environment, log=log, workload=workload, cpu=raw.cpu, nvml=raw.nvml,
         trace=trace, memory=framework.memory(raw.memory, trace, raw.memory_cross_check),
-        peaks=device_peak_model(raw.environment, device_kind, raw.gemm), status=final, notes=notes,
+        peaks=device_peak_model(raw.environment, device_kind, raw.gemm, raw.spec.get("peak_flops")), status=final,
+        notes=notes,
         reasons={"nvml": nvml_reason},
         provenance={"run_dir": str(run_dir), "trace": rundir.TRACE if trace else None,
                     "flop_counting": "analytic formulas over recorded op shapes (analysis/flops.py)"})
@@ -138,32 +142,99 @@ def profile_from_trace(path: str | os.PathLike, *, peak_flops: float | None = No
     The trace says nothing about the device's clock, the batch or the host's CPU counters: those
     figures are null with a reason unless given (`peak_flops`, `sm_clock_mhz`, `samples_per_step`).
     """
-    raw = kineto.read_trace_file(path)
+    return _profile_of_kineto(kineto.read_trace_file(path), Path(path), peak_flops=peak_flops,
+                              sm_clock_mhz=sm_clock_mhz, samples_per_step=samples_per_step)
+
+
+def _profile_of_kineto(raw: kineto.KinetoTrace, path: Path, *, peak_flops: float | None = None,
+                       sm_clock_mhz: float | None = None, samples_per_step: float | None = None) -> Profile:
     trace = _kineto_records(raw, str(path))
     environment: dict[str, Any] = {"host": raw.metadata.get("host_name"), "cpu": None, "gpu": None, "versions": {}}
     props = _device_properties(raw.metadata)
+    notes = []
     if trace.device_kind == "cuda" and props:
         environment["gpu"] = props
         if sm_clock_mhz:
-            props["max_sm_clock_hz"] = sm_clock_mhz * 1e6
-    if peak_flops:
-        peaks = PeakModel({"fp32": PeakFlops(peak_flops, None, "given with --peak-flops")})
-    elif trace.device_kind == "cuda" and props and props.get("max_sm_clock_hz"):
-        peaks = device_peak_model(environment, "cuda", None)
+            props["max_sm_clock_hz"], props["peak_clock_given"] = sm_clock_mhz * 1e6, True
+    elif sm_clock_mhz:
+        notes.append("--sm-clock-mhz ignored: the trace records no GPU properties (deviceProperties) to apply "
+                     "it to; pass --peak-flops")
+    if trace.device_kind == "cuda":
+        peaks = device_peak_model(environment, "cuda", None, peak_flops)
+        if not props and not peak_flops:
+            peaks = PeakModel({p: PeakFlops(None, "the trace records no GPU properties (deviceProperties): pass "
+                                                  "--peak-flops", "") for p in ("fp32",)})
+    elif peak_flops:
+        peaks = PeakModel({"fp32": PeakFlops(peak_flops, None, "given with --peak-flops")}, source=USER)
     else:
-        why = ("the trace does not record the SM clock: pass --sm-clock-mhz or --peak-flops"
-               if trace.device_kind == "cuda" else "a trace does not describe the CPU: pass --peak-flops")
-        peaks = PeakModel({"fp32": PeakFlops(None, why, "")})
+        peaks = PeakModel({"fp32": PeakFlops(None, "a trace does not describe the CPU: pass --peak-flops", "")})
+    if trace.memory is None and raw.memory_problem:
+        notes.append(f"memory n/a: {raw.memory_problem}")
     workload = WorkloadInfo(samples_per_step, "samples/s") if samples_per_step else None
+    log = iteration_log_from_steps(trace.steps)
+    no_samples = ("a trace alone does not say how many samples an iteration holds: pass --samples-per-step"
+                  if log else "the trace has no ProfilerStep spans to count iterations by")
     return assemble_profile(
         spec={"model": Path(path).name, "framework": "pytorch", "batch": None, "device": trace.device_kind,
               "precision": "as traced", "trace": str(path)},
-        environment=environment, log=None, workload=workload, cpu=None, nvml=None, trace=trace,
-        memory=memory.memory_breakdown(None, trace, None), peaks=peaks, status=COMPLETE,
+        environment=environment, log=log, workload=workload, cpu=None, nvml=None, trace=trace,
+        memory=memory.memory_breakdown(None, trace, None), peaks=peaks, status=COMPLETE, notes=notes,
         reasons={"cpu": "a trace does not carry per-core CPU counters",
                  "nvml": "NVML is sampled live by `tbd profile`; a trace does not carry it",
-                 "gpu": "the trace holds no GPU kernels (a CPU-only trace)"},
+                 "gpu": "the trace holds no GPU kernels (a CPU-only trace)", "throughput": no_samples},
         provenance={"trace": str(path), "flop_counting": "analytic formulas over recorded op shapes"})
+
+
+@dataclass(frozen=True)
+class RankProfile:
+    """One trace of a folder of per-rank traces, analysed on its own."""
+
+    rank: int | None  # distributedInfo's rank, else the number in the file name; None if neither
+    trace: Path
+    profile: Profile
+
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def trace_files(folder: Path) -> list[Path]:
+    """The trace files of a folder (JSON, plain or gzipped), not tbd's own result files."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                  and p.name not in (rundir.PROFILE, rundir.SPEC, rundir.ITERATIONS))
+
+
+def profiles_from_trace_folder(folder: str | os.PathLike, **options: Any) -> list[RankProfile]:
+    """Every trace of a folder (one per rank, as torch.profiler writes them) analysed on its own.
+
+    Each one as `profile_from_trace` with `options`; ordered by rank. The rank is the trace's
+    `distributedInfo.rank`, else a number after "rank" in the file name.
+    """
+    folder = Path(folder)
+    files = trace_files(folder)
+    if not files:
+        raise UsageError(f"{folder}: no trace files (*.json, *.json.gz) here",
+                         hint="give a trace, a folder of per-rank traces, or a tbd run directory")
+    out = []
+    for path in files:
+        raw = kineto.read_trace_file(path)
+        profile = _profile_of_kineto(raw, path, **options)
+        dist = raw.metadata.get("distributedInfo")
+        rank = dist.get("rank") if isinstance(dist, dict) and isinstance(dist.get("rank"), int) else None
+        if rank is None:
+            found = _RANK_IN_NAME.search(path.name)
+            rank = int(found.group(1)) if found else None
+        out.append(RankProfile(rank, path, profile))
+    return sorted(out, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.trace.name))
+
+
+def run_dir_of_trace(path: Path) -> Path | None:
+    """The tbd run directory `path` is the trace of (its spec.json beside it), else None."""
+    if path.is_dir():
+        return path if (path / rundir.SPEC).is_file() else None
+    if path.name == rundir.TRACE and (path.parent / rundir.SPEC).is_file():
+        return path.parent
+    return None
 
 
 def _device_properties(raw: dict[str, Any]) -> dict[str, Any] | None:
@@ -172,11 +243,16 @@ def _device_properties(raw: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(props, list) or not props or not isinstance(props[0], dict):
         return None
     p = props[0]
-    if "computeMajor" not in p:
+    if "computeMajor" not in p and "name" not in p:
         return None
-    return {"name": p.get("name"), "index": p.get("id", 0),
-            "compute_capability": [int(p["computeMajor"]), int(p.get("computeMinor", 0))],
-            "sm_count": p.get("numSms"), "memory_bytes": p.get("totalGlobalMem"), "max_sm_clock_hz": None}
+    name = p.get("name")
+    cc = [int(p["computeMajor"]), int(p.get("computeMinor", 0))] if "computeMajor" in p else None
+    # ROCm traces say "AMD ..." in the name and a CUDA-style capability (an MI250 reports 9.0) or
+    # a warp of 64 lanes; the GPU table never looks those up as NVIDIA parts.
+    amd = isinstance(name, str) and "amd" in name.lower() or p.get("warpSize") == 64
+    return {"name": name, "vendor": "amd" if amd else "nvidia", "index": p.get("id", 0),
+            "compute_capability": cc, "sm_count": p.get("numSms"), "memory_bytes": p.get("totalGlobalMem"),
+            "max_sm_clock_hz": None}
 
 
 def load_profile(path: str | os.PathLike) -> Profile:

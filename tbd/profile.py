@@ -47,7 +47,7 @@ class FlopUtil:
     reason: str | None
     source: str  # "analytic" (formula table) or "measured" (hardware counters)
     peak_flops: float | None  # the denominator actually used
-    peak_source: str  # "hardware_model" or "measured_gemm" (when the clock is hidden)
+    peak_source: str  # "gpu_table", "hardware_model", "user" (--peak-flops), "measured_gemm" or "none"
     hardware_peak_flops: float | None  # from the hardware model, null with a reason if unknown
     hardware_peak_reason: str | None
     measured_ceiling_flops: float | None
@@ -58,6 +58,8 @@ class FlopUtil:
     # the low-utilization ranking. Equals `value` unless some busy time has no FLOP formula or
     # kernels overlap on several streams.
     kernel_average_pct: float | None = None
+    peak_formula: str | None = None  # how the FP32 peak was found, in words
+    peaks_by_precision: dict[str, float] = field(default_factory=dict)  # every peak used, FLOP/s
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,27 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class FlopGap:
+    """One cause of kernel time without a FLOP count (analysis/flop_gaps.py)."""
+
+    cause: str  # "communication", "compiled_region", "shapes_not_recorded", "shapes_unreadable",
+    #             "no_launch_op", "no_formula"
+    pct: float  # share of the summed kernel time in the window
+    detail: str  # what it means, or how to fix it
+    ops: list[dict] = field(default_factory=list)  # [{"name", "pct"}]: its top ops by time
+
+
+@dataclass(frozen=True)
+class NoFlopFormula:
+    """Kernel time without a FLOP count, split by cause."""
+
+    pct: float | None  # share of the summed kernel time (= flop_util_pct.unattributed_busy_pct)
+    causes: list[FlopGap]
+    # Share of the collectives' busy time (union of their intervals) during which other kernels ran.
+    communication_overlap_pct: float | None = None
+
+
+@dataclass(frozen=True)
 class Metrics:
     throughput: Throughput
     gpu_busy_pct: Value
@@ -83,6 +106,7 @@ class Metrics:
     flop_util_pct: FlopUtil
     cpu_util_pct: Value
     memory_bytes: Memory
+    no_flop_formula: NoFlopFormula | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +121,9 @@ class KernelRow:
     flop_source: str | None
     precision: str
     util_pct: float | None
+    # Why util_pct cannot be read as it stands: "above peak: ..." (a number above 100 %), or why it
+    # is null ("no FLOP formula", "no fp16 peak known for ..."). None: a plain figure.
+    util_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,10 +131,12 @@ class Iterations:
     warmup: int
     warmup_s: float
     warmup_detected: bool
-    stable: bool
+    stable: bool | None  # None: not checked (iterations read from a trace)
     timing_window: list[int] | None
     trace_window: list[int] | None
     times_s: list[float]
+    source: str = "run"  # "run": timed by tbd; "trace": a trace's ProfilerStep spans
+    step_numbers: list[int] | None = None  # the N of each ProfilerStep#N (source "trace")
 
 
 @dataclass(frozen=True)
@@ -173,8 +202,22 @@ def _load_kernel_rows(rows: Any, where: str) -> list[KernelRow]:
     if not isinstance(rows, list):
         raise ResultFormatError(f"profile key '{where}' is not a list")
     types = {"name": str, "calls": int, "time_s": _NUM, "time_share_pct": _NUM,
-             "flops": _OPT_NUM, "flop_source": _OPT_STR, "precision": str, "util_pct": _OPT_NUM}
+             "flops": _OPT_NUM, "flop_source": _OPT_STR, "precision": str, "util_pct": _OPT_NUM,
+             "util_note": _OPT_STR}
     return [_build(KernelRow, r, f"{where}[{i}].", types) for i, r in enumerate(rows)]
+
+
+def _load_no_flop_formula(data: Any) -> NoFlopFormula | None:
+    if data is None:
+        return None
+    where = "metrics.no_flop_formula."
+    causes = _require(data, "causes", list, where)
+    return NoFlopFormula(
+        pct=_require(data, "pct", _OPT_NUM, where),
+        causes=[_build(FlopGap, c, f"{where}causes[{i}].", {"cause": str, "pct": _NUM, "detail": str, "ops": list})
+                for i, c in enumerate(causes)],
+        communication_overlap_pct=data.get("communication_overlap_pct") if isinstance(
+            data.get("communication_overlap_pct"), _NUM) else None)
 
 
 def _load_profile(data: Any) -> Profile:
@@ -199,16 +242,19 @@ def _load_profile(data: Any) -> Profile:
             "value": _OPT_NUM, "reason": _OPT_STR, "source": str, "peak_flops": _OPT_NUM, "peak_source": str,
             "hardware_peak_flops": _OPT_NUM, "hardware_peak_reason": _OPT_STR,
             "measured_ceiling_flops": _OPT_NUM, "flops": _OPT_NUM, "busy_s": _OPT_NUM,
-            "unattributed_busy_pct": _OPT_NUM, "kernel_average_pct": _OPT_NUM}),
+            "unattributed_busy_pct": _OPT_NUM, "kernel_average_pct": _OPT_NUM, "peak_formula": _OPT_STR,
+            "peaks_by_precision": (dict, type(None))}),
         cpu_util_pct=_build(Value, _require(m, "cpu_util_pct", dict, "metrics."), "metrics.cpu_util_pct.", value_types),
         memory_bytes=_build(Memory, memory, "metrics.memory_bytes.", {
             **{c: (int, type(None)) for c in MEMORY_CATEGORIES}, "allocator_peak": (int, type(None)),
             "at_peak": dict, "reasons": dict, "cross_check": (dict, type(None))}),
+        no_flop_formula=_load_no_flop_formula(m.get("no_flop_formula")),
     )
     it = data.get("iterations")
     iterations = None if it is None else _build(Iterations, it, "iterations.", {
-        "warmup": int, "warmup_s": _NUM, "warmup_detected": bool, "stable": bool,
-        "timing_window": (list, type(None)), "trace_window": (list, type(None)), "times_s": list})
+        "warmup": int, "warmup_s": _NUM, "warmup_detected": bool, "stable": (bool, type(None)),
+        "timing_window": (list, type(None)), "trace_window": (list, type(None)), "times_s": list,
+        "source": _OPT_STR, "step_numbers": (list, type(None))})
     return Profile(
         status=status,
         spec=_require(data, "spec", dict, ""),

@@ -14,6 +14,13 @@ import numpy as np
 ANALYTIC = "analytic"
 MEASURED = "measured"
 
+#: Why a kernel row has no FLOP count, as a trace reader can tell (KernelTable.flop_gap).
+NO_LAUNCH_OP = "no_launch_op"  # no runtime call or no op enclosing it: nothing to count from
+SHAPES_NOT_RECORDED = "shapes_not_recorded"  # its op has a formula, the trace has no shapes for it
+SHAPES_UNREADABLE = "shapes_unreadable"  # its op has a formula, the recorded arguments did not fit it
+NO_FORMULA = "no_formula"  # no op in its launching call stack has a formula
+FLOP_GAPS = (NO_LAUNCH_OP, SHAPES_NOT_RECORDED, SHAPES_UNREADABLE, NO_FORMULA)
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -33,6 +40,7 @@ class RunSpec:
     seed: int = 0
     threads: int | None = None  # CPU threads for the framework; None: framework default
     memory_limit_bytes: int | None = None  # address-space cap of the workload process (RLIMIT_AS)
+    peak_flops: float | None = None  # the user's FP32 peak FLOP/s (--peak-flops), else the device's model
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -72,19 +80,24 @@ class KernelTable:
     flop_source: np.ndarray  # object: ANALYTIC, MEASURED or "" (unknown)
     precision: np.ndarray  # object: "fp32", "tf32", "fp16", "bf16", "fp64", "int", ""
     step: np.ndarray  # int64: ProfilerStep number the row belongs to, -1 if none
+    # object: why a row's FLOPs are unknown, as the reader can tell from the trace (FLOP_GAPS);
+    # "" where they are known. None: the reader does not tell.
+    flop_gap: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.name)
         for col in self.__dataclass_fields__:
-            if len(getattr(self, col)) != n:
-                raise ValueError(f"KernelTable column {col} has {len(getattr(self, col))} rows, expected {n}")
+            value = getattr(self, col)
+            if value is not None and len(value) != n:
+                raise ValueError(f"KernelTable column {col} has {len(value)} rows, expected {n}")
 
     def __len__(self) -> int:
         return len(self.name)
 
     def select(self, mask: np.ndarray) -> "KernelTable":
         """Rows where `mask` (boolean or index array) holds."""
-        return KernelTable(**{col: getattr(self, col)[mask] for col in self.__dataclass_fields__})
+        return KernelTable(**{col: None if getattr(self, col) is None else getattr(self, col)[mask]
+                              for col in self.__dataclass_fields__})
 
     @classmethod
     def empty(cls) -> "KernelTable":
@@ -161,6 +174,10 @@ class IterationLog:
     # Samples all workers processed during the timing window, when the workload counts them
     # itself (several workers, A3C); None: samples_per_step x iterations.
     timing_window_samples: float | None = None
+    # The iterations are a trace's ProfilerStep spans (`tbd analyze`), not a run tbd timed itself:
+    # no warm-up was watched, and times_ns are the spans' lengths. step_numbers are their N.
+    from_trace: bool = False
+    step_numbers: tuple[int, ...] = ()
 
     @property
     def warmup_seconds(self) -> float:

@@ -1,4 +1,8 @@
-"""`tbd analyze TRACE`: the same trace analysis on a PyTorch/Kineto trace another tool recorded."""
+"""`tbd analyze TARGET`: the trace analysis on traces that tbd did not record, or on a tbd run.
+
+TARGET is a PyTorch profiler (Kineto) trace; a folder of them (one per rank, analysed side by
+side); or a tbd run directory, or its trace.json.gz, of any framework (analysed as the run).
+"""
 
 from __future__ import annotations
 
@@ -6,20 +10,23 @@ import argparse
 from pathlib import Path
 
 from tbd import rundir
-from tbd.collect import profile_from_trace
+from tbd.collect import profile_from_run_dir, profile_from_trace, profiles_from_trace_folder, run_dir_of_trace
 from tbd.commands.common import terminal_width, write
 from tbd.errors import UsageError
+from tbd.reports.ranks import ranks_json, render_ranks
 from tbd.reports.terminal import render_profile
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", type=Path, help="Kineto trace (.json or .json.gz) from torch.profiler or its "
-                                            "TensorBoard handler")
+    p.add_argument("trace", type=Path, metavar="TARGET",
+                   help="Kineto trace (.json or .json.gz) from torch.profiler or its TensorBoard handler; a folder of "
+                        "per-rank traces; or a tbd run directory (or its trace.json.gz) of any framework")
     p.add_argument("--peak-flops", type=float, default=None,
-                   help="FP32 peak FLOP/s of the device that ran the trace (else from the hardware model, "
-                        "which for a GPU needs --sm-clock-mhz)")
+                   help="FP32 peak FLOP/s of the device that ran the trace, instead of the GPU table's (`tbd gpus`); "
+                        "labelled as yours")
     p.add_argument("--sm-clock-mhz", type=float, default=None,
-                   help="max SM clock of the GPU in the trace (Kineto records the GPU but not its clock)")
+                   help="max SM clock of the NVIDIA GPU in the trace: peaks from compute capability x SMs x this "
+                        "clock instead of the GPU table")
     p.add_argument("--samples-per-step", type=float, default=None,
                    help="samples per ProfilerStep, for a throughput over the traced steps")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write a profile.json here")
@@ -27,10 +34,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.trace.exists():
-        raise UsageError(f"{args.trace}: no such file", hint="give the path of a .json or .json.gz trace")
-    profile = profile_from_trace(args.trace, peak_flops=args.peak_flops, sm_clock_mhz=args.sm_clock_mhz,
-                                 samples_per_step=args.samples_per_step)
+    target: Path = args.trace
+    if not target.exists():
+        raise UsageError(f"{target}: no such file or folder", hint="give a .json or .json.gz trace, a folder of "
+                                                                  "them, or a tbd run directory")
+    if args.json is not None and args.json.exists():
+        raise UsageError(f"{args.json} exists", hint="choose another --json path; results are never overwritten")
+    options = dict(peak_flops=args.peak_flops, sm_clock_mhz=args.sm_clock_mhz, samples_per_step=args.samples_per_step)
+    run_dir = run_dir_of_trace(target)
+    if run_dir is not None:
+        profile = profile_from_run_dir(run_dir)
+    elif target.is_dir():
+        ranks = profiles_from_trace_folder(target, **options)
+        if len(ranks) > 1:
+            if args.json:
+                rundir.atomic_write_json(args.json, ranks_json(ranks))
+            write(render_ranks(ranks, width=terminal_width(), color=None))
+            return 0
+        profile = ranks[0].profile
+    else:
+        profile = profile_from_trace(target, **options)
     if args.json:
         rundir.atomic_write_json(args.json, profile.to_dict())
     write(render_profile(profile, width=terminal_width(), color=None, top=args.top))

@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "that fits a host with less memory; CPU runs (CUDA reserves large virtual ranges)")
     p.add_argument("--out", type=Path, default=None,
                    help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>-<time>)")
+    p.add_argument("--peak-flops", type=float, default=None,
+                   help="FP32 peak FLOP/s of the device, instead of the GPU table's (or the CPU model's); labelled "
+                        "as yours in the report")
     p.add_argument("--top", type=int, default=10, help="kernels shown in the report (default 10)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -45,6 +48,8 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name} must be at least 1, got {value}")
+    if args.peak_flops is not None and args.peak_flops <= 0:
+        raise UsageError(f"--peak-flops must be positive, got {args.peak_flops}")
     if args.trace_iterations < 0 or (args.warmup is not None and args.warmup < 0):
         raise UsageError("--trace-iterations and --warmup cannot be negative")
     info = registry.model_info(args.model)
@@ -57,7 +62,8 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
                    warmup=args.warmup, iterations=args.iterations, trace_iterations=args.trace_iterations,
                    max_seconds=args.max_seconds, seed=args.seed,
                    threads=args.threads if args.threads is not None else info.default_threads.get(args.framework),
-                   memory_limit_bytes=int(args.memory_limit_gib * 2**30) if args.memory_limit_gib else None)
+                   memory_limit_bytes=int(args.memory_limit_gib * 2**30) if args.memory_limit_gib else None,
+                   peak_flops=args.peak_flops)
 
 
 def run(args: argparse.Namespace) -> int:

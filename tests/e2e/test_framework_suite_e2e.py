@@ -125,3 +125,14 @@ def test_kernel_tables_and_windows(run):
     rows = p["kernels"]
     assert rows and 0 < sum(r["time_share_pct"] for r in rows) <= 100 + 1e-6
     assert all(np.isfinite(r["time_s"]) and r["time_s"] >= 0 for r in rows)
+
+
+def test_tbd_analyze_reads_the_runs_own_trace(run, tmp_path):
+    """`tbd analyze RUN/trace.json.gz` of an MXNet or TensorFlow run: analysed as that run, not as Kineto."""
+    fw, _, out, p = run
+    again = tmp_path / "again.json"
+    assert main(["analyze", str(out / "trace.json.gz"), "--json", str(again)]) == 0
+    q = json.loads(again.read_text())
+    assert q["spec"]["framework"] == fw
+    assert q["metrics"]["flop_util_pct"]["flops"] == p["metrics"]["flop_util_pct"]["flops"]
+    assert [r["name"] for r in q["kernels"]] == [r["name"] for r in p["kernels"]]

@@ -86,13 +86,40 @@ def test_what_a_trace_cannot_tell_is_null_with_reason(analysed):
     for key in ("cpu_util_pct", "gpu_busy_nvml_pct"):
         assert m[key]["value"] is None and m[key]["reason"]
     assert m["throughput"]["value"] is None and m["throughput"]["reason"]
-    assert analysed["schema"] == "tbd.profile/1" and analysed["iterations"] is None
+    assert analysed["schema"] == "tbd.profile/1"
     assert any("memcpy" in n for n in analysed["notes"])
 
 
-def test_no_clock_means_null_utilization_with_hint(tmp_path, capsys):
+def test_iterations_are_the_trace_steps_and_samples_per_step_gives_throughput(tmp_path):
+    out = tmp_path / "p.json"
+    assert main(["analyze", str(FIXTURE), "--samples-per-step", "32", "--json", str(out)]) == 0
+    p = json.loads(out.read_text())
+    it = p["iterations"]
+    # ProfilerStep#1: host 1000-1100 µs; #2: host 1100-1180 µs, its last kernel ends at 1190 µs
+    assert it["source"] == "trace" and it["step_numbers"] == [1, 2] and it["stable"] is None
+    assert it["times_s"] == pytest.approx([100e-6, 90e-6])
+    assert p["metrics"]["throughput"]["value"] == pytest.approx(32 * 2 / 190e-6)
+    assert any("warm-up and stability cannot be told" in n for n in p["notes"])
+
+
+def test_an_unnamed_gpu_with_a100_capability_and_sms_gets_the_a100_peaks(tmp_path, capsys):
+    # The fixture's GPU is "Synthetic GPU" with compute capability 8.0 and 108 SMs: an A100 by the
+    # GPU table's rule (an unfamiliar A100 SKU), whose dense peaks are FP32 19.5, TF32 156 TFLOP/s.
     out = tmp_path / "p.json"
     assert main(["analyze", str(FIXTURE), "--json", str(out)]) == 0
     fu = json.loads(out.read_text())["metrics"]["flop_util_pct"]
-    assert fu["value"] is None and "--sm-clock-mhz" in fu["reason"]
-    assert "Table V" in capsys.readouterr().out
+    assert fu["peak_source"] == "gpu_table" and "compute capability 8.0" in fu["peak_formula"]
+    assert fu["peaks_by_precision"]["fp32"] == 19.5e12 and fu["peaks_by_precision"]["tf32"] == 156e12
+    assert fu["value"] is not None and "Table V" in capsys.readouterr().out
+
+
+def test_an_unknown_gpu_means_null_utilization_naming_it_and_the_flag(tmp_path, capsys):
+    trace = json.loads(FIXTURE.read_text())
+    trace["deviceProperties"][0].update(computeMajor=6, computeMinor=1, numSms=28)  # no such row
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    out = tmp_path / "p.json"
+    assert main(["analyze", str(path), "--json", str(out)]) == 0
+    fu = json.loads(out.read_text())["metrics"]["flop_util_pct"]
+    assert fu["value"] is None and "Synthetic GPU" in fu["reason"] and "--peak-flops" in fu["reason"]
+    assert fu["kernel_average_pct"] is None  # no threshold without a peak, not 0 %

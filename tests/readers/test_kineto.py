@@ -16,6 +16,7 @@ import pytest
 from testpaths import FIXTURES
 
 from tbd.analysis.flops import op_flops, precision_of
+from tbd.analysis.precision import kernel_precisions
 from tbd.errors import TraceFormatError
 from tbd.profilers.kineto import read_trace_file, trace_records
 from tbd.records import StepSpan
@@ -37,13 +38,14 @@ def fake_flops(op):
     return {"aten::native_batch_norm": 21000.0, "aten::relu": 6000.0, "aten::convolution_backward": 8e6}.get(op.name)
 
 
-def fake_precision(types):
+def fake_precision(types, dims=None):
     return "fp32" if types and types[0] == "float" else ""
 
 
 def _records(path_or_trace, flops_of=fake_flops):
     trace = read_trace_file(path_or_trace) if isinstance(path_or_trace, Path) else path_or_trace
-    return trace_records(trace, "test", flops_of=flops_of, precision_of=fake_precision)
+    return trace_records(trace, "test", flops_of=flops_of, precision_of=fake_precision,
+                         kernel_precisions=kernel_precisions)
 
 
 def _write(tmp_path, text: str, name="trace.json") -> Path:
@@ -280,7 +282,7 @@ def test_missing_file_raises(tmp_path):
 
 def test_empty_trace_raises(tmp_path):
     path = _write(tmp_path, '{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0}]}')
-    with pytest.raises(TraceFormatError, match="no ops or kernels in test"):
+    with pytest.raises(TraceFormatError, match=r"no ops or kernels in test: .*categories: none"):
         _records(path)
 
 

@@ -22,7 +22,7 @@ from tbd.profilers import kineto_decode
 from tbd.profilers.kineto import read_trace_file, trace_records
 
 synthetic = load_bench("synthetic_kineto")
-EVENTS = 30_000  # several decode batches (kineto_decode._BATCH events each)
+EVENTS = 30_000  # several decode batches (kineto_decode.BATCH_EVENTS events each)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def records(generated):
 
 def test_the_trace_spans_several_batches(generated):
     _, truth = generated
-    assert truth.events > 3 * kineto_decode._BATCH
+    assert truth.events > 3 * kineto_decode.BATCH_EVENTS
 
 
 def test_busy_time_and_window_are_exact(generated, records):
@@ -90,11 +90,11 @@ def test_a_formula_runs_once_per_distinct_signature(generated):
 def test_a_malformed_event_is_named_by_its_index_in_the_trace(generated, tmp_path):
     path, _ = generated
     trace = json.loads(gzip.decompress(path.read_bytes()))
-    index = 3 * kineto_decode._BATCH + 5  # in the fourth batch
-    trace["traceEvents"][index]["args"] = {"correlation": "not a number"}
+    index = 3 * kineto_decode.BATCH_EVENTS + 5  # in the fourth batch
+    trace["traceEvents"][index]["args"] = ["not", "an", "object"]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(trace))
-    with pytest.raises(TraceFormatError, match=rf"traceEvents\[{index}\]\.args\.correlation"):
+    with pytest.raises(TraceFormatError, match=rf"traceEvents\[{index}\]\.args"):
         read_trace_file(bad)
 
 

@@ -32,6 +32,14 @@ def _op(name: str, *args) -> OpShapes:
     return OpShapes(name, tuple(dims), tuple(types), tuple(concrete))
 
 
+def _unrecorded(name: str, *args) -> OpShapes:
+    """An OpShapes as a trace without Concrete Inputs (PyTorch 1.x, early 2.x) records it: scalars and int[]
+    arguments have no dims and no value; only tensors (lists of ints) and absent tensors (None) show."""
+    dims = tuple(a if isinstance(a, list) else [] for a in args)
+    types = tuple("float" if isinstance(a, list) else "" if a is None else "Scalar" for a in args)
+    return OpShapes(name, dims, types, ("",) * len(args))
+
+
 def _conv(x, w, stride, padding, dilation="[1, 1]", transposed="False", groups="1"):
     return _op("aten::convolution", x, w, None, stride, padding, dilation, transposed, "[0, 0]", groups)
 
@@ -78,6 +86,69 @@ def test_grouped_conv_backward_weight_uses_cin_per_group():
     op = _op("aten::convolution_backward", [1, 16, 8, 8], [1, 16, 8, 8], [16, 4, 3, 3], "[16]",
              "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "4", "[True, True, False]")
     assert op_flops(op) == 2 * forward
+
+
+# Legacy (PyTorch <= 1.10) per-backend conv backward: the outer op has no formula, the per-gradient
+# ops carry it. A 3x3 conv, 32 -> 64 channels, stride 2, on [8, 32, 56, 56]: output [8, 64, 28, 28].
+_GO, _X, _W = [8, 64, 28, 28], [8, 32, 56, 56], [64, 32, 3, 3]
+_CONV_FWD = 2 * 8 * 64 * 28 * 28 * 32 * 3 * 3
+
+
+@pytest.mark.parametrize("name", ["aten::cudnn_convolution_backward_input", "aten::miopen_convolution_backward_input",
+                                  "aten::mkldnn_convolution_backward_input"])
+def test_legacy_conv_backward_input_from_tensors_alone(name):
+    # self_size, padding, stride, dilation, groups unrecorded: grad_output and weight suffice
+    op = _unrecorded(name, "self_size", _GO, _W, "pad", "stride", "dil", "groups", "b", "d", "tf32")
+    assert op_flops(op) == _CONV_FWD
+    grouped = _unrecorded(name, "self_size", _GO, [64, 16, 3, 3], "pad", "stride", "dil", "groups", "b", "d", "tf32")
+    assert op_flops(grouped) == 2 * 8 * 64 * 28 * 28 * (32 // 2) * 3 * 3  # groups 2: Cin/g = weight dim 1
+
+
+def test_legacy_conv_backward_weight_needs_weight_size():
+    name = "aten::cudnn_convolution_backward_weight"
+    op = _op(name, "[64, 32, 3, 3]", _GO, _X, "[1, 1]", "[2, 2]", "[1, 1]", "1", "False", "False", "True")
+    assert op_flops(op) == _CONV_FWD
+    grouped = _op(name, "[64, 16, 3, 3]", _GO, _X, "[1, 1]", "[2, 2]", "[1, 1]", "2", "False", "False", "True")
+    assert op_flops(grouped) == 2 * 8 * 64 * 28 * 28 * (32 // 2) * 3 * 3
+    # the kernel size is only in the int[] weight_size, which a trace without Concrete Inputs lacks
+    assert math.isnan(op_flops(_unrecorded(name, "ws", _GO, _X, "pad", "stride", "dil", "groups", "b", "d", "tf32")))
+    mkldnn = _op("aten::mkldnn_convolution_backward_weights", "[64, 32, 3, 3]", _GO, _X, "[1, 1]", "[2, 2]",
+                 "[1, 1]", "1", "False")
+    assert op_flops(mkldnn) == _CONV_FWD
+
+
+def test_legacy_transposed_conv_backward():
+    # ConvTranspose2d(4, 8, 3, stride=2) on [2, 4, 8, 8]: output (8 - 1)·2 + 3 = 17; every input
+    # position meets 8·3·3 weights
+    forward = 2 * 2 * (8 * 8) * 4 * 8 * (3 * 3)
+    gi = _op("aten::cudnn_convolution_transpose_backward_input", [2, 8, 17, 17], [4, 8, 3, 3],
+             "[0, 0]", "[2, 2]", "[1, 1]", "1", "False", "False", "True")
+    assert op_flops(gi) == forward  # grad_input spatial: (17 - 2 - 1) // 2 + 1 = 8
+    gw = _op("aten::cudnn_convolution_transpose_backward_weight", "[4, 8, 3, 3]", [2, 8, 17, 17], [2, 4, 8, 8],
+             "[0, 0]", "[2, 2]", "[1, 1]", "1", "False", "False", "True")
+    assert op_flops(gw) == forward
+
+
+@pytest.mark.parametrize("name, extra, mask, terms", [
+    ("aten::thnn_conv2d_backward", ([8, 288, 784], [0]), "[True, True, False]", 2),  # 1.8: finput, fgrad_input
+    ("aten::_slow_conv2d_backward", (), "[True, False, True]", 1),
+    ("aten::slow_conv_dilated2d_backward", ("[1, 1]",), "[False, True, True]", 1),
+])
+def test_native_conv_backward_mask_is_last(name, extra, mask, terms):
+    op = _op(name, _GO, _X, _W, "[3, 3]", "[2, 2]", "[1, 1]", *extra, mask)
+    assert op_flops(op) == terms * _CONV_FWD
+    unrecorded = _unrecorded(name, _GO, _X, _W, "k", "s", "p", *extra, "mask")
+    assert math.isnan(op_flops(unrecorded))  # no default for output_mask
+
+
+def test_depthwise_and_overrideable_conv_backward():
+    # depthwise 3x3 on 32 channels: weight [32, 1, 3, 3], one input channel per output channel
+    depthwise = _op("aten::thnn_conv_depthwise2d_backward", [8, 32, 28, 28], [8, 32, 28, 28], [32, 1, 3, 3],
+                    "[3, 3]", "[1, 1]", "[1, 1]", "[1, 1]", "[True, True]")
+    assert op_flops(depthwise) == 2 * (2 * 8 * 32 * 28 * 28 * 1 * 3 * 3)
+    over = _op("aten::convolution_backward_overrideable", _GO, _X, _W, "[2, 2]", "[1, 1]", "[1, 1]", "False",
+               "[0, 0]", "1", "[True, True, True]")
+    assert op_flops(over) == 2 * _CONV_FWD
 
 
 # ---- GEMM ----------------------------------------------------------------------------------
@@ -139,6 +210,15 @@ def test_layer_norm_forward_and_backward():
     bwd = _op("aten::native_layer_norm_backward", [4, 6], [4, 6], "[6]", [4, 1], [4, 1], [6], [6],
               "[True, True, True]")
     assert op_flops(bwd) == (2 + 2 + 1 + 8) * 4 * 6
+
+
+def test_layer_norm_backward_unrecorded_mask_counts_every_gradient():
+    # no Concrete Inputs: grad_input, grad_weight and grad_bias when weight and bias are passed
+    affine = _unrecorded("aten::native_layer_norm_backward", [4, 6], [4, 6], "[6]", [4, 1], [4, 1], [6], [6], "mask")
+    assert op_flops(affine) == (2 + 2 + 1 + 8) * 4 * 6
+    # elementwise_affine=False: only grad_input (x̂ 2, the grad_input terms 7, no g·w)
+    plain = _unrecorded("aten::native_layer_norm_backward", [4, 6], [4, 6], "[6]", [4, 1], [4, 1], None, None, "mask")
+    assert op_flops(plain) == (2 + 7) * 4 * 6
 
 
 # ---- elementwise, softmax, losses ----------------------------------------------------------
@@ -223,6 +303,94 @@ def test_sdpa_counts_its_gemms():
     assert op_flops(fwd) == 2 * 2 * 4 * 8 * 10 * 16 + 2 * 2 * 4 * 8 * 10 * 16
     bwd = _op("aten::_scaled_dot_product_flash_attention_backward", q, q, kv, kv, q, [2, 4, 8])
     assert op_flops(bwd) == 2 * 2 * 4 * 8 * 10 * (3 * 16 + 2 * 16)
+
+
+# b 2, h 4 query heads, kv heads 2 (grouped-query), sq 8, sk 10, d 16, dv 12
+_ATTN_FWD = 2 * 2 * 4 * 8 * 10 * (16 + 12)
+_ATTN_BWD = 2 * 2 * 4 * 8 * 10 * (3 * 16 + 2 * 12)
+
+
+def test_attention_kernels_read_their_layout():
+    bhsd = ([2, 4, 8, 16], [2, 2, 10, 16], [2, 2, 10, 12])
+    bshd = ([2, 8, 4, 16], [2, 10, 2, 16], [2, 10, 2, 12])
+    assert op_flops(_op("aten::_scaled_dot_product_efficient_attention", *bhsd, None, "True", "0.", "False", None)) \
+        == _ATTN_FWD
+    # the inner kernels take query.transpose(1, 2): [B, S, H, D]
+    flash = _op("aten::_flash_attention_forward", *bshd, None, None, "8", "10", "0.", "False", "False")
+    assert op_flops(flash) == _ATTN_FWD
+    eff = _op("aten::_efficient_attention_forward", *bshd, None, None, None, "8", "10", "0.", "0")
+    assert op_flops(eff) == _ATTN_FWD
+    go_bshd = [2, 8, 4, 12]
+    flash_bwd = _op("aten::_flash_attention_backward", go_bshd, *bshd, go_bshd, [2, 4, 8], None, None, "8", "10",
+                    "0.", "False", [2], [0])
+    assert op_flops(flash_bwd) == _ATTN_BWD
+    cudnn = _op("aten::_cudnn_attention_forward", *bhsd, None, None, None, "8", "10", "True")
+    assert op_flops(cudnn) == _ATTN_FWD
+
+
+def test_packed_attention_counts_equal_length_batches_only():
+    # PyTorch 2.0-2.1's dense flash path and nested tensors: [total, H, D], cum_seq [B + 1]
+    q, k, v = [2 * 8, 4, 16], [2 * 10, 2, 16], [2 * 10, 2, 12]
+    cum = ([3], [3])
+    op = OpShapes("aten::_flash_attention_forward", (q, k, v, *cum, [], []) + ([],) * 3,
+                  ("float",) * 3 + ("int", "int", "Scalar", "Scalar") + ("Scalar",) * 3,
+                  ("",) * 5 + ("8", "10") + ("0.", "False", "False"))
+    assert op_flops(op) == _ATTN_FWD
+    ragged = OpShapes(op.name, op.input_dims, op.input_types, op.concrete_inputs[:5] + ("9", "11") + ("",) * 3)
+    assert math.isnan(op_flops(ragged))  # lengths differ: the count needs each one
+    one = OpShapes(op.name, ([16, 4, 16], [20, 2, 16], [20, 2, 12], [2], [2], [], []) + ([],) * 3,
+                   op.input_types, ("",) * 10)
+    assert op_flops(one) == 2 * 1 * 4 * 16 * 20 * (16 + 12)  # one sequence: max lengths not needed
+    # memory-efficient varlen: [1, total, H, D] with cu_seqlens of 3 sequences
+    eff = OpShapes("aten::_efficient_attention_forward", ([1, 16, 4, 16], [1, 20, 2, 16], [1, 20, 2, 12], [], [4], [4]),
+                   ("float",) * 3 + ("", "int", "int"), ("",) * 6)
+    assert math.isnan(op_flops(eff))
+
+
+# ---- embeddings ----------------------------------------------------------------------------
+# 12 indices into a [100, 16] table, 4 bags (offsets [4])
+
+
+@pytest.mark.parametrize("mode, psw, flops", [
+    ("0", None, 12 * 16),  # sum: one add per gathered element
+    ("0", [12], 2 * 12 * 16),  # sum with per-sample weights: a multiply more
+    ("1", None, 12 * 16 + 4 * 16),  # mean: and a divide per output element
+    ("2", None, 12 * 16),  # max: one compare per gathered element
+])
+def test_embedding_bag_forward(mode, psw, flops):
+    op = _op("aten::_embedding_bag", [100, 16], [12], [4], "False", mode, "False", psw, "False", "-1")
+    assert op_flops(op) == flops
+    assert op_flops(OpShapes("aten::embedding_bag", op.input_dims[:8], op.input_types[:8],
+                             op.concrete_inputs[:8])) == flops  # the wrapper counts the same
+
+
+def test_embedding_bag_forward_unrecorded_mode_is_the_schema_default_sum():
+    op = OpShapes("aten::_embedding_bag", ([100, 16], [12], [5], [], [], [], [], []),
+                  ("float", "long int", "long int", "Scalar", "Scalar", "Scalar", "", "Scalar"), ("",) * 8)
+    assert op_flops(op) == 12 * 16
+
+
+def test_embedding_bag_dense_backward_both_schemas():
+    # 2.x: (grad, indices, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, psw, pad)
+    new = _op("aten::_embedding_bag_dense_backward", [4, 16], [12], [12], [4], [4], "100", "False", "1", None, "-1")
+    assert op_flops(new) == 2 * 12 * 16  # mean: scale by 1/bag_size, then add
+    # 1.8: offsets at 2, so maximum_indices at 5 and mode at 8; max mode sends each grad element once
+    old = _op("aten::_embedding_bag_dense_backward", [4, 16], [12], [4], [12], [4], [4, 16], "100", "False", "2",
+              None)
+    assert op_flops(old) == 4 * 16
+    # mode unrecorded: a [B, D] maximum_indices means max; otherwise sum and mean cannot be told apart
+    max_unrecorded = _unrecorded("aten::_embedding_bag_dense_backward", [4, 16], [12], [4], [12], [4], [4, 16],
+                                 "nw", "freq", "mode", None)
+    assert op_flops(max_unrecorded) == 4 * 16
+    sum_or_mean = _unrecorded("aten::_embedding_bag_dense_backward", [4, 16], [12], [12], [4], [4], "nw", "freq",
+                              "mode", None, "pad")
+    assert math.isnan(op_flops(sum_or_mean))
+
+
+def test_embedding_backward_counts_at_the_dense_or_sparse_kernel():
+    assert not has_formula("aten::embedding_backward")  # calls one of these two by its sparse flag
+    assert op_flops(_op("aten::embedding_dense_backward", [12, 16], [12], "100", "-1", "False")) == 12 * 16
+    assert op_flops(_op("aten::embedding_sparse_backward", [12, 16], [12], "100", "-1", "False")) == 0.0
 
 
 # ---- recurrent -----------------------------------------------------------------------------
@@ -313,9 +481,15 @@ def test_missing_shapes_give_nan_unknown_op_gives_none():
 
 def test_one_level_per_computation():
     for wrapper in ("aten::conv2d", "aten::_convolution", "aten::mkldnn_convolution", "aten::cudnn_convolution",
-                    "aten::linear", "aten::matmul", "aten::lstm", "aten::batch_norm", "aten::cross_entropy_loss"):
+                    "aten::linear", "aten::matmul", "aten::lstm", "aten::batch_norm", "aten::cross_entropy_loss",
+                    "aten::cudnn_convolution_backward", "aten::cudnn_convolution_transpose_backward",
+                    "aten::miopen_convolution_backward", "aten::mkldnn_convolution_backward",
+                    "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math",
+                    "aten::embedding_backward", "aten::_embedding_bag_backward"):
         assert wrapper not in FORMULA_OPS
-    for op in ("aten::convolution", "aten::addmm", "aten::native_batch_norm", "aten::_cudnn_rnn"):
+    for op in ("aten::convolution", "aten::addmm", "aten::native_batch_norm", "aten::_cudnn_rnn",
+               "aten::cudnn_convolution_backward_input", "aten::cudnn_convolution_backward_weight",
+               "aten::_flash_attention_forward", "aten::_embedding_bag_dense_backward"):
         assert has_formula(op)
 
 
@@ -373,3 +547,14 @@ def test_roi_align_forward_and_backward():
     assert op_flops(bwd) == 3 * 4 * 7 * 7 * (8 * 2 * 2 + 1)
     adaptive = OpShapes(fwd.name, fwd.input_dims, fwd.input_types, fwd.concrete_inputs[:5] + ("-1", "True"))
     assert math.isnan(op_flops(adaptive))  # samples depend on each RoI's size
+
+
+def test_embedding_bag_trace_counts_forward_and_backward_once(tmp_path):
+    # nn.EmbeddingBag(mode="mean"): embedding_bag > _embedding_bag carry equal counts, and
+    # _embedding_bag_backward > _embedding_bag_dense_backward counts at the inner op
+    torch.manual_seed(0)
+    bag = nn.EmbeddingBag(100, 16, mode="mean")
+    indices, offsets = torch.randint(0, 100, (12,)), torch.tensor([0, 3, 7, 9])
+    total = _trace_flops_under(lambda: bag(indices, offsets).sum().backward(), tmp_path)
+    forward, backward = 12 * 16 + 4 * 16, 2 * 12 * 16
+    assert total == forward + 4 * 16 + backward  # 4 * 16: the sum() that makes a scalar loss

@@ -32,8 +32,8 @@ ALLOWED = {
     "tbd.reports": ("tbd.reports",),
     "tbd.profilers": ("tbd.profilers", "tbd.analysis", "tbd.models.base"),
 }
-READERS = ("kineto", "kineto_columns", "kineto_decode", "kineto_tree", "trace_times", "mxnet_trace", "tensorflow_trace", "mxnet_ops",
-           "mxnet_layer_ops", "tensorflow_ops", "trace_events")
+READERS = ("kineto", "kineto_batches", "kineto_columns", "kineto_decode", "kineto_tree", "trace_times",
+           "mxnet_trace", "tensorflow_trace", "mxnet_ops", "mxnet_layer_ops", "tensorflow_ops", "trace_events")
 
 
 def _module_name(path: Path) -> str:

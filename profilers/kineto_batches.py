@@ -1,0 +1,342 @@
+"""Kineto events, batch by batch, into columns: the typed structs msgspec decodes each event into,
+and the `ColumnBuilder` that sorts a batch by kind and appends its columns.
+
+The structs hold only the fields the reader uses; everything else in an event is skipped by the
+decoder. Per-event work in the builder is C-level where it can be (attrgetter maps, dict lookups
+through map); Python runs once per distinct name, thread or signature. What is sorted where:
+`profilers.kineto_decode`'s docstring.
+"""
+
+from __future__ import annotations
+
+import re
+from operator import attrgetter
+
+import msgspec
+import numpy as np
+
+from tbd.errors import TraceFormatError
+from tbd.profilers.kineto_columns import (
+    KernelColumns,
+    KinetoTrace,
+    LaunchColumns,
+    MemoryColumns,
+    OpColumns,
+    Signature,
+    StepColumns,
+)
+from tbd.profilers.trace_events import step_number
+from tbd.profilers.trace_times import us_text_to_ns
+
+TRACE_HINT = "export it with torch.profiler's export_chrome_trace (or on_trace_ready=tensorboard_trace_handler)"
+
+_EMPTY = msgspec.Raw()
+
+
+class EventArgs(msgspec.Struct, gc=False, frozen=True):
+    # Loose types where writers differ (ROCm writes "stream": "0x0", legacy traces "tid": "stream 7"):
+    # one odd value must not stop the decoding of a whole trace; `_as_int` reads them.
+    correlation: int | str | None = None
+    device: int | str | None = None
+    stream: int | str | None = None
+    # Empty when absent, so the three join into a signature key without a check per call.
+    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_EMPTY)
+    input_dims_18: msgspec.Raw = msgspec.field(name="Input dims", default=_EMPTY)  # PyTorch 1.8's spelling
+    input_type: msgspec.Raw = msgspec.field(name="Input type", default=_EMPTY)
+    concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_EMPTY)
+    addr: int | str | None = msgspec.field(name="Addr", default=None)
+    nbytes: int | float | str | None = msgspec.field(name="Bytes", default=None)
+    total_allocated: int | float | str | None = msgspec.field(name="Total Allocated", default=None)
+    device_id: int | str | None = msgspec.field(name="Device Id", default=None)
+
+
+NO_ARGS = EventArgs()
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str | None = None
+    cat: str | None = None
+    name: str | int | float | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: msgspec.Raw = None
+    dur: msgspec.Raw = None
+    s: str | None = None
+    args: EventArgs | None = NO_ARGS  # a shared empty one when absent: no None check per event
+
+
+# Kinds of "X" events, by cat: today's names, and PyTorch 1.8-1.9's ("Operator", "Runtime", "Kernel",
+# "Memcpy", "Memset"; ROCm builds write today's CUDA names for HIP activity too).
+_OP, _ANNOTATION, _LAUNCH, _KERNEL, _COPY, _OTHER = range(6)
+_KINDS = {"cpu_op": _OP, "user_annotation": _ANNOTATION, "cuda_runtime": _LAUNCH, "cuda_driver": _LAUNCH,
+          "kernel": _KERNEL, "gpu_memcpy": _COPY, "gpu_memset": _COPY,
+          "Operator": _OP, "Runtime": _LAUNCH, "Kernel": _KERNEL, "Memcpy": _COPY, "Memset": _COPY}
+
+
+EVENTS_DECODER = msgspec.json.Decoder(list[Event])
+
+_NAME, _PID, _TID, _TS, _DUR, _ARGS = map(attrgetter, ("name", "pid", "tid", "ts", "dur", "args"))
+_DEVICE, _STREAM, _CORRELATION, _CAT = map(attrgetter, ("device", "stream", "correlation", "cat"))
+_TRAILING_NUMBER = re.compile(r"(\d+)\s*$")
+
+
+def _as_int(value) -> int | None:
+    """An id or size as writers spell it: 7, "7", "0x7f00", "stream 7" (trailing digits); else None."""
+    if type(value) is int:
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip(), 0)
+        except ValueError:
+            found = _TRAILING_NUMBER.search(value)
+            return int(found.group(1)) if found else None
+    return None
+
+_SHAPES = attrgetter("input_dims", "input_dims_18", "input_type", "concrete")
+
+
+class ColumnBuilder:
+    """Columns grown batch by batch (lists of numpy chunks), concatenated once at the end.
+
+    Per-event work is C-level where it can be (attrgetter maps, dict lookups through map); Python
+    runs once per distinct name, thread or signature.
+    """
+
+    def __init__(self, source: str):
+        self.source = source
+        self.name_codes: dict = {}
+        self.step_of_name: list[int | None] = []  # name code -> N of "ProfilerStep#N", else None
+        self.shape_codes: dict = {}  # the three shape arguments' JSON text, joined -> code
+        self.signature_codes: dict = {}  # (name code << 32 | shape code) -> signature code
+        self.pid_codes: dict = {}
+        self.tid_codes: dict = {}
+        self.parts: dict[str, list] = {}
+        self.copies = 0
+        self.categories: set = set()
+        self.memory_problem: str | None = None
+        self.timed_start: int | None = None
+        self.timed_end: int | None = None
+
+    def _put(self, column: str, values) -> None:
+        self.parts.setdefault(column, []).append(values)
+
+    def add(self, events: list[Event]) -> None:
+        self.categories.update(map(_CAT, events))  # a set: C-level, no counting
+        buckets = self._buckets(events)
+        ops, annotations, launches, kernels, copies, other, memory = buckets
+        self.copies += len(copies)
+        op_names = self._names(ops)
+        step = self._step_numbers(op_names) >= 0
+        steps = [ev for ev, s in zip(ops, step.tolist()) if s]
+        steps += [ev for ev, s in zip(annotations, (self._step_numbers(self._names(annotations)) >= 0).tolist()) if s]
+        if step.any():
+            ops, op_names = [ev for ev, s in zip(ops, step.tolist()) if not s], op_names[~step]
+        spans = [self._ops(ops, op_names), self._steps(steps), self._launches(launches), self._kernels(kernels),
+                 self._memory(memory), self._lenient_spans(annotations + copies + other)]
+        starts = [s for s, _ in spans if s.size]
+        if starts:
+            lo = min(int(s.min()) for s in starts)
+            hi = max(int(e.max()) for s, e in spans if e.size)
+            self.timed_start = lo if self.timed_start is None else min(self.timed_start, lo)
+            self.timed_end = hi if self.timed_end is None else max(self.timed_end, hi)
+
+    @staticmethod
+    def _buckets(events: list[Event]) -> list[list[Event]]:
+        """The events sorted by kind: _OP.._OTHER, then "[memory]" instants (module docstring)."""
+        kinds = _KINDS
+        buckets: list[list[Event]] = [[] for _ in range(_OTHER + 2)]
+        for ev in events:
+            ph = ev.ph
+            if ph == "X":
+                kind = kinds.get(ev.cat, _OTHER)
+                if kind != _OTHER or ev.cat != "Trace":
+                    buckets[kind].append(ev)
+            elif ph == "i" and ev.s != "g" and ev.cat != "Trace":
+                buckets[_OTHER + 1 if ev.name == "[memory]" else _OTHER].append(ev)
+        return buckets
+
+    # -- codes --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _codes(table: dict, keys: list) -> np.ndarray:
+        """One int32 code per key, new distinct keys numbered in order of first appearance."""
+        for key in dict.fromkeys(keys):
+            if key not in table:
+                table[key] = len(table)
+        return np.fromiter(map(table.__getitem__, keys), dtype=np.int32, count=len(keys))
+
+    def _names(self, events: list[Event]) -> np.ndarray:
+        codes = self._codes(self.name_codes, list(map(_NAME, events)))
+        for name in list(self.name_codes)[len(self.step_of_name):]:
+            self.step_of_name.append(step_number(name) if isinstance(name, str) else None)
+        return codes
+
+    def _step_numbers(self, name_codes: np.ndarray) -> np.ndarray:
+        """N of each "ProfilerStep#N" name, -1 for every other name."""
+        table = np.array([-1 if n is None else n for n in self.step_of_name], dtype=np.int64)
+        return table[name_codes] if name_codes.size else np.zeros(0, dtype=np.int64)
+
+    def _threads(self, events: list[Event]) -> np.ndarray:
+        """One int64 key per (pid, tid) pair: the pair's codes side by side (pids and tids may be strings)."""
+        pid = self._codes(self.pid_codes, list(map(_PID, events))).astype(np.int64)
+        tid = self._codes(self.tid_codes, list(map(_TID, events))).astype(np.int64)
+        return (pid << 32) | tid
+
+    # -- per kind: each puts its columns and returns its events' (start, end) ns -------------
+
+    def _times(self, events: list[Event], field: str, what: str) -> np.ndarray:
+        texts = list(map(_TS if field == "ts" else _DUR, events))
+        if None in texts:
+            raise TraceFormatError(f"{self.source}: malformed {what} event (no {field!r})", hint=TRACE_HINT)
+        ns, ok = us_text_to_ns(texts)
+        if not ok.all():
+            bad = bytes(texts[int(np.flatnonzero(~ok)[0])])
+            raise TraceFormatError(f"{self.source}: malformed {what} event time {bad[:40]!r}", hint=TRACE_HINT)
+        return ns
+
+    def _lenient_spans(self, events: list[Event]) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of events read only for the timed extent; unreadable times are skipped."""
+        events = [ev for ev in events if ev.ts is not None]
+        start, ok = us_text_to_ns(list(map(_TS, events)))
+        end = start.copy()
+        with_dur = [i for i, ev in enumerate(events) if ev.dur is not None and ev.ph == "X"]
+        if with_dur:
+            dur, dur_ok = us_text_to_ns([events[i].dur for i in with_dur])
+            end[with_dur] += np.where(dur_ok, dur, 0)
+        return start[ok], end[ok]
+
+    def _ops(self, ops: list[Event], names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not ops:
+            return _NO_SPAN
+        start, dur = self._times(ops, "ts", "cpu_op"), self._times(ops, "dur", "cpu_op")
+        self._put("op.name", names)
+        self._put("op.start", start)
+        self._put("op.dur", dur)
+        self._put("op.thread", self._threads(ops))
+        self._put("op.tid", self._ints(list(map(_TID, ops))))
+        self._put("op.signature", self._signatures(ops, names))
+        return start, start + dur
+
+    def _signatures(self, ops: list[Event], names: np.ndarray) -> np.ndarray:
+        """Signature code per op: its name code with the code of its three shape arguments' text."""
+        args = list(map(_ARGS, ops))
+        if None in args:  # "args": null
+            args = [NO_ARGS if a is None else a for a in args]
+        shapes = self._codes(self.shape_codes, list(map(b"\0".join, map(_SHAPES, args)))).astype(np.int64)
+        keys, inverse = np.unique((names.astype(np.int64) << 32) | shapes, return_inverse=True)
+        table = self.signature_codes
+        for key in keys.tolist():
+            if key not in table:
+                table[key] = len(table)
+        return np.array([table[key] for key in keys.tolist()], dtype=np.int32)[inverse.reshape(-1)]
+
+    def _steps(self, steps: list[Event]) -> tuple[np.ndarray, np.ndarray]:
+        if not steps:
+            return _NO_SPAN
+        start, dur = self._times(steps, "ts", "ProfilerStep"), self._times(steps, "dur", "ProfilerStep")
+        self._put("step.number", self._step_numbers(self._names(steps)))
+        self._put("step.start", start)
+        self._put("step.dur", dur)
+        return start, start + dur
+
+    def _launches(self, launches: list[Event]) -> tuple[np.ndarray, np.ndarray]:
+        extent = self._lenient_spans(launches)
+        correlation = [None if a is None else a.correlation for a in map(_ARGS, launches)]
+        if None in correlation:
+            launches = [ev for ev, c in zip(launches, correlation) if c is not None]
+            correlation = [c for c in correlation if c is not None]
+        if launches:
+            self._put("launch.correlation", self._ints(correlation))
+            self._put("launch.start", self._times(launches, "ts", "runtime"))
+            self._put("launch.thread", self._threads(launches))
+        return extent
+
+    def _kernels(self, kernels: list[Event]) -> tuple[np.ndarray, np.ndarray]:
+        if not kernels:
+            return _NO_SPAN
+        args = list(map(_ARGS, kernels))
+        if None in args:
+            args = [NO_ARGS if a is None else a for a in args]
+        start, dur = self._times(kernels, "ts", "kernel"), self._times(kernels, "dur", "kernel")
+        self._put("kernel.name", self._names(kernels))
+        self._put("kernel.start", start)
+        self._put("kernel.dur", dur)
+        # Older traces lack args.device/stream; Kineto's GPU rows use pid = device, tid = stream
+        # ("stream 7" in PyTorch 1.8). Unknown: -1 (busy time does not depend on them).
+        self._put("kernel.device", self._ints(list(map(_DEVICE, args)), kernels, _PID))
+        self._put("kernel.stream", self._ints(list(map(_STREAM, args)), kernels, _TID))
+        self._put("kernel.correlation", self._ints(list(map(_CORRELATION, args))))
+        return start, start + dur
+
+    @staticmethod
+    def _ints(values: list, events: list[Event] | None = None, fallback=None) -> np.ndarray:
+        """int64 column of `values` read by `_as_int`; a None takes the event's `fallback` field; -1 if unreadable."""
+        n = len(values)
+        if any(type(v) is not int for v in set(values)):
+            if fallback is not None:
+                values = [fallback(ev) if v is None else v for v, ev in zip(values, events)]
+            values = [-1 if v is None else v for v in map(_as_int, values)]
+        return np.array(values, dtype=np.int64).reshape(n)
+
+    def _memory(self, memory: list[Event]) -> tuple[np.ndarray, np.ndarray]:
+        if not memory:
+            return _NO_SPAN
+        ts = self._times(memory, "ts", "[memory]")
+        if self.memory_problem:
+            return ts, ts
+        args = list(map(_ARGS, memory))
+        fields = [[_as_int(getattr(a, f)) if a is not None else None for a in args]
+                  for f in ("addr", "nbytes", "total_allocated")]
+        for f, label in zip(fields, ("Addr", "Bytes", "Total Allocated")):
+            if None in f:
+                # PyTorch 1.9 wrote "[memory]" events without "Addr": allocations cannot be paired
+                # with their frees, so the whole trace's allocator events are unusable.
+                self.memory_problem = f'"[memory]" events without a readable "{label}" (PyTorch 1.9 traces lack it)'
+                self.parts = {k: v for k, v in self.parts.items() if not k.startswith("memory.")}
+                return ts, ts
+        self._put("memory.ts", ts)
+        self._put("memory.addr", np.array(fields[0], dtype=np.uint64))
+        self._put("memory.bytes", np.array(fields[1], dtype=np.int64))
+        self._put("memory.total", np.array(fields[2], dtype=np.int64))
+        device = [None if a is None else a.device_id for a in args]
+        self._put("memory.device", np.array([-1 if d is None else _as_int(d) for d in device], dtype=np.int64))
+        return ts, ts
+
+    # -- the whole trace --------------------------------------------------------------------
+
+    def _column(self, name: str, dtype) -> np.ndarray:
+        parts = self.parts.get(name)
+        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+
+    def build(self, metadata: dict) -> KinetoTrace:
+        c = self._column
+        names = np.empty(len(self.name_codes), dtype=object)
+        names[:] = ["" if n is None else str(n) for n in self.name_codes]
+        signatures = tuple(_signature(names[key >> 32], shape) for key, shape in
+                           zip(self.signature_codes, map(list(self.shape_codes).__getitem__,
+                                                         (k & 0xFFFFFFFF for k in self.signature_codes))))
+        return KinetoTrace(
+            source=self.source, metadata=metadata, names=names, signatures=signatures,
+            ops=OpColumns(c("op.name", np.int32), c("op.start", np.int64), c("op.dur", np.int64),
+                          c("op.thread", np.int64), c("op.tid", np.int64), c("op.signature", np.int32)),
+            steps=StepColumns(c("step.number", np.int64), c("step.start", np.int64), c("step.dur", np.int64)),
+            launches=LaunchColumns(c("launch.correlation", np.int64), c("launch.start", np.int64),
+                                   c("launch.thread", np.int64)),
+            kernels=KernelColumns(c("kernel.name", np.int32), c("kernel.start", np.int64), c("kernel.dur", np.int64),
+                                  c("kernel.device", np.int64), c("kernel.stream", np.int64),
+                                  c("kernel.correlation", np.int64)),
+            memory=MemoryColumns(c("memory.ts", np.int64), c("memory.addr", np.uint64), c("memory.bytes", np.int64),
+                                 c("memory.total", np.int64), c("memory.device", np.int64)),
+            copies=self.copies, timed_start_ns=self.timed_start, timed_end_ns=self.timed_end,
+            categories=tuple(sorted(str(c) for c in self.categories if c is not None)), memory_problem=self.memory_problem)
+
+
+_NO_SPAN = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+def _signature(name: str, shape_key: bytes) -> Signature:
+    """A Signature from its shape key: "Input Dims" (or 1.8's "Input dims"), "Input type", "Concrete Inputs"."""
+    dims, dims_18, types, concrete = shape_key.split(b"\0")
+    return Signature(name, dims or dims_18, types, concrete)

@@ -1,0 +1,68 @@
+"""Real public GPU traces from PyTorch 1.8 to 2.9 (V100, A100, H100, B200, MI250, MI300), read by tbd
+and checked against an independent recompute (tests/fixtures/gpu/recompute.py: a short stdlib
+script over the raw JSON, no tbd code) stored in tests/fixtures/gpu/expected.json.
+
+The traces are not in the repository (fetched public data is not committed here); make them with
+the commands in tests/fixtures/README.md ("gpu/"). Each test skips, saying so, for a trace that is
+absent. The layouts they exercise are also covered, by hand-written copies, in test_trace_eras.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from testpaths import FIXTURES
+
+from tbd.analysis.flops import op_flops, precision_of
+from tbd.analysis.precision import kernel_precisions
+from tbd.analysis.utilization import device_busy_ns
+from tbd.collect import profile_from_trace
+from tbd.profilers.kineto import read_trace_file, trace_records
+
+GPU = FIXTURES / "gpu"
+EXPECTED = json.loads((GPU / "expected.json").read_text())
+
+
+def _present(name: str):
+    path = GPU / name
+    if not path.exists():
+        pytest.skip(f"{name} not fetched (see tests/fixtures/README.md, 'gpu/')")
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_busy_time_window_and_kernels_equal_the_independent_recompute(name):
+    path, e = _present(name), EXPECTED[name]
+    rec = trace_records(read_trace_file(path), name, flops_of=op_flops, precision_of=precision_of,
+                        kernel_precisions=kernel_precisions)
+    assert (rec.window_start_ns, rec.window_end_ns) == (e["window_start_ns"], e["window_end_ns"])
+    assert device_busy_ns(rec) == e["busy_ns"]
+    assert len(rec.kernels) == e["kernels_in_window"]
+    assert [s.number for s in rec.steps] == e["profiler_steps"]
+
+
+def test_v100_trace_gets_its_flop_utilization_with_no_flag():
+    profile = profile_from_trace(_present("pt19_resnet50_v100.json.gz"))
+    fu = profile.metrics.flop_util_pct
+    assert fu.value is not None and fu.peak_source == "gpu_table" and "V100" in fu.peak_formula
+
+
+def test_a100_tf32_gemms_never_sit_above_peak_unflagged():
+    profile = profile_from_trace(_present("pt2x_a100_tf32_nccl16_cudagraph.json.gz"))
+    assert not [k.name for k in profile.kernels if k.util_pct and k.util_pct > 100 and not k.util_note]
+    tf32 = [k for k in profile.kernels if "s1688gemm" in k.name]
+    assert tf32 and {k.precision for k in tf32} == {"tf32"}
+    sgemm = [k for k in profile.kernels if k.name.startswith("ampere_sgemm")]
+    assert sgemm and {k.precision for k in sgemm} == {"fp32"}
+
+
+def test_nccl_time_is_communication_with_its_overlap():
+    profile = profile_from_trace(_present("pt2x_a100_nccl2_fractional.json.gz"))
+    gaps = profile.metrics.no_flop_formula
+    assert gaps.causes[0].cause == "communication" and gaps.communication_overlap_pct is not None
+
+
+def test_mi250_is_not_looked_up_as_hopper():
+    fu = profile_from_trace(_present("pt2x_mi250_rocm62.json.gz")).metrics.flop_util_pct
+    assert fu.value is None and "AMD Radeon Graphics" in fu.reason

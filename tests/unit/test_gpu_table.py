@@ -1,0 +1,227 @@
+"""The GPU table against independent arithmetic, its name lookup on real device names, `tbd gpus`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tbd.analysis.gpu_table import GPU_TABLE, PRECISIONS, find_gpu, table_rows
+from tbd.cli import main
+from tbd.errors import UsageError
+from tbd.reports.gpus import render_gpu_table
+
+BY_NAME = {s.name: s for s in GPU_TABLE}
+
+# Device names as torch.cuda.get_device_name / Kineto deviceProperties report them -> the row.
+REPORTED = {
+    "Tesla V100-PCIE-16GB": "NVIDIA Tesla V100 PCIe 16GB",
+    "Tesla V100-PCIE-32GB": "NVIDIA Tesla V100 PCIe 32GB",
+    "Tesla V100-SXM2-16GB": "NVIDIA Tesla V100 SXM2 16GB (and DGXS)",
+    "Tesla V100-DGXS-16GB": "NVIDIA Tesla V100 SXM2 16GB (and DGXS)",
+    "Tesla V100-SXM2-32GB": "NVIDIA Tesla V100 SXM2 32GB (and DGXS)",
+    "Tesla V100-DGXS-32GB": "NVIDIA Tesla V100 SXM2 32GB (and DGXS)",
+    "Tesla T4": "NVIDIA T4",
+    "NVIDIA A10": "NVIDIA A10",
+    "NVIDIA A30": "NVIDIA A30",
+    "NVIDIA A100-PCIE-40GB": "NVIDIA A100-PCIE-40GB",
+    "NVIDIA A100 80GB PCIe": "NVIDIA A100 80GB PCIe",
+    "NVIDIA A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB",
+    "NVIDIA A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB",
+    "NVIDIA A100-SXM-80GB": "NVIDIA A100-SXM4-80GB",
+    "NVIDIA H100 PCIe": "NVIDIA H100 PCIe",
+    "NVIDIA H100 80GB HBM3": "NVIDIA H100 SXM5 80GB",
+    "NVIDIA H100 NVL": "NVIDIA H100 NVL",
+    "NVIDIA H200": "NVIDIA H200 SXM 141GB",
+    "NVIDIA L4": "NVIDIA L4",
+    "NVIDIA L40": "NVIDIA L40",
+    "NVIDIA L40S": "NVIDIA L40S",
+    "NVIDIA B200": "NVIDIA B200",
+    "NVIDIA GeForce RTX 3090": "NVIDIA GeForce RTX 3090",
+    "NVIDIA GeForce RTX 4090": "NVIDIA GeForce RTX 4090",
+    "AMD Instinct MI100": "AMD Instinct MI100",
+    "AMD Instinct MI210": "AMD Instinct MI210",
+    "AMD Instinct MI250X": "AMD Instinct MI250X (one GCD)",
+    "AMD Instinct MI250": "AMD Instinct MI250 (one GCD)",
+    "AMD Instinct MI300X": "AMD Instinct MI300X",
+}
+# Close relatives with other numbers: no row may claim them by name.
+OTHERS = ["NVIDIA A10G", "NVIDIA A40", "NVIDIA GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 4090 D",
+          "NVIDIA H200 NVL", "NVIDIA GB200", "Tesla V100S-PCIE-32GB", "NVIDIA RTX 6000 Ada Generation",
+          "NVIDIA H100"]
+
+# CUDA C++ Programming Guide, "Arithmetic Instructions": results per clock per SM of 32-bit and
+# 64-bit floating-point fused multiply-add; an FMA is 2 FLOPs.
+FP32_FMA_PER_CLK_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128}
+FP64_FMA_PER_CLK_SM = {(7, 0): 32, (8, 0): 32, (9, 0): 64, (10, 0): 64}  # full-rate FP64 parts only
+# AMD ROCm microarchitecture pages (mi100/mi250/mi300.html), FLOPS/clock/CU: FP64 vector, FP32 vector,
+# FP16 matrix.
+AMD_FLOPS_PER_CLK_CU = {"gfx908": (64, 128, 1024), "gfx90a": (128, 128, 1024), "gfx942": (128, 256, 2048)}
+
+
+def _within(value: float, expected: float, rel: float) -> bool:
+    return abs(value - expected) <= rel * expected
+
+
+def _matching_rows(device_name: str) -> set[str]:
+    return {s.name for s in GPU_TABLE if any(re.search(p, device_name, re.IGNORECASE) for p in s.patterns)}
+
+
+@pytest.mark.parametrize("spec", GPU_TABLE, ids=lambda s: s.name)
+def test_every_row_is_cited_and_positive(spec):
+    assert re.search(r"https://\S+", spec.source)
+    assert spec.vendor in ("nvidia", "amd") and spec.patterns and spec.architecture
+    assert spec.sm_count > 0 and spec.boost_clock_mhz > 0
+    assert spec.memory_bandwidth_bytes_per_s > 0 and spec.memory_bytes > 0
+    assert spec.peak_flops and set(spec.peak_flops) <= set(PRECISIONS)
+    assert all(v > 0 for v in spec.peak_flops.values())
+    if spec.vendor == "amd":  # a gfx target, never a CUDA-style tuple ROCm would fake
+        assert isinstance(spec.compute_capability, str) and spec.compute_capability.startswith("gfx")
+    else:
+        assert isinstance(spec.compute_capability, tuple) and len(spec.compute_capability) == 2
+
+
+def test_names_are_unique():
+    assert len(BY_NAME) == len(GPU_TABLE)
+
+
+@pytest.mark.parametrize("spec", [s for s in GPU_TABLE if s.vendor == "nvidia"], ids=lambda s: s.name)
+def test_nvidia_fp32_is_sms_times_clock_times_cuda_core_rate(spec):
+    # e.g. A100: 108 SMs x 1410 MHz x 64 FMA x 2 = 19.49e12 against the datasheet's 19.5e12.
+    rate = 2 * FP32_FMA_PER_CLK_SM[spec.compute_capability]
+    assert _within(spec.peak_flops["fp32"], spec.sm_count * spec.boost_clock_mhz * 1e6 * rate, 0.02)
+
+
+@pytest.mark.parametrize("spec", [s for s in GPU_TABLE if "fp64" in s.peak_flops and s.vendor == "nvidia"],
+                         ids=lambda s: s.name)
+def test_nvidia_fp64_is_sms_times_clock_times_fp64_rate(spec):
+    rate = 2 * FP64_FMA_PER_CLK_SM[spec.compute_capability]
+    assert _within(spec.peak_flops["fp64"], spec.sm_count * spec.boost_clock_mhz * 1e6 * rate, 0.02)
+
+
+def test_a100_by_hand():
+    a100 = BY_NAME["NVIDIA A100-SXM4-80GB"]
+    assert a100.peak_flops["fp32"] == 19.5e12 and _within(108 * 1410e6 * 128, 19.5e12, 0.001)
+    assert a100.peak_flops["fp16"] == 312e12 and _within(108 * 1410e6 * 2048, 312e12, 0.001)
+    assert a100.peak_flops["fp64_tensor"] == 19.5e12 and a100.peak_flops["int8"] == 624e12
+    assert a100.memory_bandwidth_bytes_per_s == 2039e9
+    assert BY_NAME["NVIDIA A100-SXM4-40GB"].memory_bandwidth_bytes_per_s == 1555e9
+
+
+def test_v100_and_h100_sxm_datasheet_figures():
+    v100 = BY_NAME["NVIDIA Tesla V100 SXM2 32GB (and DGXS)"].peak_flops
+    assert (v100["fp64"], v100["fp32"], v100["fp16"]) == (7.8e12, 15.7e12, 125e12)
+    h100 = BY_NAME["NVIDIA H100 SXM5 80GB"]
+    assert h100.peak_flops == {"fp64": 34e12, "fp64_tensor": 67e12, "fp32": 67e12, "tf32": 494.7e12,
+                               "fp16": 989.4e12, "bf16": 989.4e12, "fp8": 1978.9e12, "int8": 1978.9e12}
+    assert h100.memory_bandwidth_bytes_per_s == 3.35e12
+
+
+@pytest.mark.parametrize("spec", [s for s in GPU_TABLE if s.vendor == "nvidia" and s.compute_capability in
+                                  ((8, 0), (8, 6), (9, 0)) and "GeForce" not in s.name], ids=lambda s: s.name)
+def test_tf32_is_half_of_fp16_on_ampere_and_hopper_datacenter_parts(spec):
+    assert _within(spec.peak_flops["tf32"], spec.peak_flops["fp16"] / 2, 0.01)
+    assert spec.peak_flops["bf16"] == spec.peak_flops["fp16"]
+
+
+@pytest.mark.parametrize("spec", [s for s in GPU_TABLE if s.vendor == "amd"], ids=lambda s: s.name)
+def test_amd_peaks_are_cus_times_clock_times_rocm_rates(spec):
+    fp64, fp32, fp16 = AMD_FLOPS_PER_CLK_CU[spec.compute_capability]
+    per_clock = spec.sm_count * spec.boost_clock_mhz * 1e6
+    assert _within(spec.peak_flops["fp64"], per_clock * fp64, 0.02)
+    assert _within(spec.peak_flops["fp32"], per_clock * fp32, 0.02)
+    assert _within(spec.peak_flops["fp16"], per_clock * fp16, 0.02)
+
+
+def test_one_mi250x_gcd_is_half_the_oam():
+    gcd = BY_NAME["AMD Instinct MI250X (one GCD)"]
+    assert gcd.peak_flops["fp64"] == 47.9e12 / 2 and gcd.peak_flops["fp16"] == 383e12 / 2
+    assert gcd.sm_count == 220 / 2 and gcd.memory_bytes == 128 * 2**30 / 2
+
+
+@pytest.mark.parametrize("device_name, row", sorted(REPORTED.items()))
+def test_reported_names_find_their_row_and_only_it(device_name, row):
+    assert _matching_rows(device_name) == {row}
+    spec, how = find_gpu(device_name)
+    assert spec is BY_NAME[row] and how == f"by name {device_name!r}"
+
+
+@pytest.mark.parametrize("device_name", OTHERS)
+def test_relatives_with_other_numbers_match_no_row(device_name):
+    assert _matching_rows(device_name) == set()
+    spec, reason = find_gpu(device_name)
+    assert spec is None and device_name in reason and "--peak-flops" in reason
+
+
+@pytest.mark.parametrize("cus, row", [(110, "AMD Instinct MI250X (one GCD)"), (104, "AMD Instinct MI250 (one GCD)")])
+def test_rocm_mi250_name_needs_the_cu_count(cus, row):
+    name = "AMD Instinct MI250X / MI250"  # what ROCm's torch reports for either part
+    assert find_gpu(name, compute_capability=(9, 0), sm_count=cus)[0] is BY_NAME[row]
+    spec, reason = find_gpu(name)
+    assert spec is None and "ambiguous" in reason and "CU count" in reason
+
+
+def test_unfamiliar_a100_sku_is_found_by_capability_and_sms():
+    spec, how = find_gpu("NVIDIA A100-SXM4-64GB", compute_capability=(8, 0), sm_count=108)
+    assert spec is not None and "A100" in spec.name and spec.peak_flops["fp32"] == 19.5e12
+    assert how.startswith("by compute capability 8.0 and 108 SMs")
+
+
+def test_capability_shared_by_rows_with_different_peaks_is_ambiguous():
+    spec, reason = find_gpu("NVIDIA H100", compute_capability=(9, 0), sm_count=132)
+    assert spec is None and "ambiguous" in reason and "H100 NVL" in reason and "--peak-flops" in reason
+
+
+def test_amd_name_is_never_looked_up_by_capability():
+    # ROCm's torch reports MI250 as computeMajor 9: must not become a Hopper. 132 "SMs" would fit H100 SXM.
+    spec, reason = find_gpu("AMD Instinct MI999", compute_capability=(9, 0), sm_count=132)
+    assert spec is None and "AMD Instinct MI999" in reason and "by name only" in reason
+    spec, _ = find_gpu("AMD Radeon Graphics", vendor="nvidia", compute_capability=(9, 0), sm_count=114)
+    assert spec is None
+
+
+def test_a_mig_slice_does_not_get_the_whole_gpu():
+    spec, reason = find_gpu("NVIDIA A100-SXM4-40GB MIG 1g.5gb", compute_capability=(8, 0), sm_count=14)
+    assert spec is None and "108 SMs" in reason and "14" in reason
+
+
+def test_unknown_gpu_names_itself_and_the_fix():
+    spec, reason = find_gpu("NVIDIA Quadro P1000")
+    assert spec is None and "'NVIDIA Quadro P1000'" in reason and "--peak-flops" in reason
+    spec, reason = find_gpu("NVIDIA GeForce GTX 1080", compute_capability=(6, 1), sm_count=20)
+    assert spec is None and "6.1" in reason and "--peak-flops" in reason
+    assert find_gpu(None)[0] is None and find_gpu("  ")[0] is None
+    assert "vendor" in find_gpu(None, compute_capability=(8, 0), sm_count=108)[1]
+    assert find_gpu(None, vendor="nvidia", compute_capability=(8, 0), sm_count=108)[0] is not None
+
+
+def test_bad_vendor_is_a_usage_error():
+    with pytest.raises(UsageError):
+        find_gpu("NVIDIA A10", vendor="intel")
+
+
+def test_renderer_formats_every_row():
+    text = render_gpu_table(table_rows(), width=200, color=False)
+    lines = text.splitlines()
+    assert all(len(line) <= 200 for line in lines) and "\x1b" not in text
+    a100 = next(line for line in lines if line.startswith("NVIDIA A100-SXM4-80GB"))
+    assert a100.split()[-10:] == ["9.700", "19.50", "19.50", "156.0", "312.0", "312.0", "—", "624.0", "2.039", "80"]
+    assert all(s.name in text for s in GPU_TABLE)
+
+
+def test_gpus_json(capsys):
+    assert main(["gpus", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {r["name"]: r for r in doc["gpus"]}
+    a100 = rows["NVIDIA A100-SXM4-80GB"]
+    assert a100["peak_flops"]["fp32"] == 1.95e13 and a100["memory_bytes"] == 80 * 2**30
+    assert a100["compute_capability"] == [8, 0] and "nvidia-a100-datasheet" in a100["source"]
+    assert rows["AMD Instinct MI300X"]["compute_capability"] == "gfx942"
+    assert len(rows) == len(GPU_TABLE) and "FLOP/s" in doc["units"]["peak_flops"]
+
+
+def test_gpus_table(capsys):
+    assert main(["gpus"]) == 0
+    out = capsys.readouterr().out
+    assert "A100" in out and "MI300X" in out and "TFLOP/s" in out
