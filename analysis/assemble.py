@@ -83,7 +83,13 @@ def gpu_busy(trace: TraceRecords | None, no_gpu_reason: str) -> Value:
         return Value.null("no trace window was recorded")
     if trace.device_kind != "cuda":
         return Value.null(no_gpu_reason)
+    if trace.window_end_ns <= trace.window_start_ns:
+        return Value.null(NO_WINDOW)
     return Value(utilization.gpu_busy_pct(trace))
+
+
+NO_WINDOW = "the trace window has no length (every event at one instant)"
+NEVER_BUSY = "the device was never busy in the window (every kernel or op has zero duration)"
 
 
 def nvml_busy(nvml: NvmlSample | None, reason: str) -> Value:
@@ -137,9 +143,20 @@ def flop_util(trace: TraceRecords | None, peaks: PeakModel) -> tuple[FlopUtil, n
         why = f"{top.cause.replace('_', ' ')}: {top.detail}" if top else "no FLOP formula"
         return FlopUtil(None, f"no traced op with arithmetic has a FLOP count ({why})", flops=None,
                         busy_s=busy_ns / 1e9, unattributed_busy_pct=unattributed, **common), util_rows
+    if busy_ns <= 0:
+        return FlopUtil(None, NEVER_BUSY, flops=flops, busy_s=0.0, unattributed_busy_pct=unattributed,
+                        **common), util_rows
     value = utilization.flop_util_pct(trace.kernels, busy_ns, used)
+    if value > 100.0:
+        # More FLOPs than the device can do at its peaks in the busy time: the count is wrong.
+        return FlopUtil(None, f"{ABOVE_PEAK_OVERALL} ({value:.3g} % counted)", flops=flops, busy_s=busy_ns / 1e9,
+                        unattributed_busy_pct=unattributed, **common), util_rows
     return FlopUtil(value, None, flops=flops, busy_s=busy_ns / 1e9, unattributed_busy_pct=unattributed,
                     **common), util_rows
+
+
+ABOVE_PEAK_OVERALL = ("FLOPs counted exceed the peak over the busy time: a precision or the peak misdetected, or "
+                      "op shapes in the trace that no run could have")
 
 
 ABOVE_PEAK = "above peak: precision or peak misdetected"

@@ -75,7 +75,7 @@ def no_flop_formula(kernels: KernelTable) -> NoFlopFormula | None:
     communication, `communication_overlap_pct` is the share of the collectives' busy time (union
     of their intervals) during which other kernels ran too.
     """
-    total_ns = float(kernels.dur_ns.sum())
+    total_ns = float(kernels.dur_ns.sum(dtype=np.float64))
     if len(kernels) == 0 or total_ns <= 0:
         return None
     cause = row_causes(kernels)
@@ -83,9 +83,9 @@ def no_flop_formula(kernels: KernelTable) -> NoFlopFormula | None:
     for c in _ORDER:
         rows = cause == c
         if rows.any():
-            gaps.append(FlopGap(cause=c, pct=100.0 * float(kernels.dur_ns[rows].sum()) / total_ns, detail=_DETAIL[c],
+            gaps.append(FlopGap(cause=c, pct=100.0 * float(kernels.dur_ns[rows].sum(dtype=np.float64)) / total_ns, detail=_DETAIL[c],
                                 ops=_top_ops(kernels, rows, total_ns)))
-    unknown_pct = 100.0 * float(kernels.dur_ns[cause != ""].sum()) / total_ns
+    unknown_pct = 100.0 * float(kernels.dur_ns[cause != ""].sum(dtype=np.float64)) / total_ns
     return NoFlopFormula(pct=unknown_pct, causes=gaps, communication_overlap_pct=_overlap_pct(kernels))
 
 

@@ -198,7 +198,9 @@ def op_flops(op: OpShapes) -> float | None:
     """FLOPs of one call; None when the op has no formula.
 
     Raises nothing on odd shapes: for a formula op whose shapes or scalar arguments are missing or
-    unparseable returns math.nan. Integer-only calls (precision "int") return 0.0.
+    unparseable returns math.nan, and so for a count that comes out negative or not finite
+    (negative or astronomically large dims in a corrupt trace). Integer-only calls (precision
+    "int") return 0.0.
     """
     formula = _TABLE.get(op.name)
     if formula is None:
@@ -206,6 +208,7 @@ def op_flops(op: OpShapes) -> float | None:
     if precision_of(op.input_types, op.input_dims) == "int":
         return 0.0
     try:
-        return float(formula(op))
-    except (Unparseable, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError):
-        return math.nan
+        count = float(formula(op))
+    except (Unparseable, ArithmeticError, IndexError, KeyError, TypeError, ValueError, RecursionError):
+        return math.nan  # ArithmeticError: ZeroDivisionError, and OverflowError of a count beyond float
+    return count if math.isfinite(count) and count >= 0 else math.nan

@@ -28,8 +28,8 @@ def input_shape(op: OpShapes, i: int) -> tuple[int, ...]:
         dims = op.input_dims[i]
     except (IndexError, TypeError):
         raise Unparseable(f"{op.name}: no dims for input {i}") from None
-    if not isinstance(dims, (list, tuple)) or not all(isinstance(d, int) for d in dims):
-        raise Unparseable(f"{op.name}: dims of input {i} are {dims!r}")
+    if not isinstance(dims, (list, tuple)) or not all(isinstance(d, int) and d >= 0 for d in dims):
+        raise Unparseable(f"{op.name}: dims of input {i} are not sizes")
     return tuple(dims)
 
 
@@ -39,8 +39,9 @@ def input_shape_list(op: OpShapes, i: int) -> list[tuple[int, ...]]:
         dims = op.input_dims[i]
     except (IndexError, TypeError):
         raise Unparseable(f"{op.name}: no dims for input {i}") from None
-    if not isinstance(dims, (list, tuple)) or not all(isinstance(d, (list, tuple)) for d in dims):
-        raise Unparseable(f"{op.name}: input {i} is not a TensorList: {dims!r}")
+    if not isinstance(dims, (list, tuple)) or not all(
+            isinstance(d, (list, tuple)) and all(isinstance(x, int) and x >= 0 for x in d) for d in dims):
+        raise Unparseable(f"{op.name}: input {i} is not a TensorList of sizes")
     return [tuple(d) for d in dims]
 
 
@@ -57,6 +58,8 @@ def has_tensor(op: OpShapes, i: int) -> bool:
 
 
 _MISSING = object()
+#: Longest Concrete Inputs text parsed: a scalar or an int[] of a few entries is far shorter.
+MAX_CONCRETE_CHARS = 4096
 
 
 def concrete(op: OpShapes, i: int, default=_MISSING):
@@ -69,9 +72,11 @@ def concrete(op: OpShapes, i: int, default=_MISSING):
         if default is _MISSING:
             raise Unparseable(f"{op.name}: argument {i} not recorded")
         return default
+    if not isinstance(text, str) or len(text) > MAX_CONCRETE_CHARS:
+        raise Unparseable(f"{op.name}: argument {i} is not a recorded value")
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):  # the last two: nesting the parser refuses
         return text  # a bare word such as "tanh"
 
 
@@ -100,6 +105,8 @@ def elementwise_numel(op: OpShapes) -> int:
     shapes = []
     for dims in op.input_dims:
         if isinstance(dims, (list, tuple)) and all(isinstance(d, int) for d in dims):
+            if any(d < 0 for d in dims):
+                raise Unparseable(f"{op.name}: negative dims")
             shapes.append(tuple(dims))
     if not shapes:
         raise Unparseable(f"{op.name}: no tensor input")

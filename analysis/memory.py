@@ -86,9 +86,10 @@ def memory_breakdown(records: dict | None, trace: TraceRecords | None, cross_che
     device = _device(records, trace) if trace is not None else None
     events = None if trace is None else device_events(trace.memory, device)
     cuda_max = None if records is None else records.get("cuda_max_allocated")
-    if events is None or len(events) == 0:
-        why = ("no trace" if trace is None else "the trace has no allocator events"
-               + ("" if device is None else f" for device {device}"))
+    problem = allocator_totals_problem(events) if events is not None and len(events) else None
+    if events is None or len(events) == 0 or problem:
+        why = problem or ("no trace" if trace is None else "the trace has no allocator events"
+                          + ("" if device is None else f" for device {device}"))
         reasons["workspace"] = reasons["at_peak"] = why
         reasons["dynamic"] = why + ("" if records is None else _known_dynamic_note(records["iterations"]))
         at_peak = {c: None for c in (*MEMORY_CATEGORIES, "unattributed")}
@@ -110,6 +111,21 @@ def memory_breakdown(records: dict | None, trace: TraceRecords | None, cross_che
     allocator_peak += sum(held.values())
     at_peak = _at_peak(events, orphan, live, peak_i, allocator_peak, records, reasons, held)
     return Memory(*cats, workspace, dynamic, allocator_peak, at_peak, reasons, cross_check)
+
+
+def allocator_totals_problem(events: MemoryEvents) -> str | None:
+    """Why one device's allocator events cannot be believed, or None when they can.
+
+    The allocator's live total never goes below zero, and right after an allocation it holds at
+    least that allocation. A trace breaking either (a corrupt file, events of two processes mixed)
+    would give a negative or meaningless peak, so memory from it is null with this reason.
+    """
+    total, nbytes = events.total_allocated, events.bytes
+    if (total < 0).any():
+        return f"the trace's allocator total goes negative ({int(total.min())} B): allocator events are inconsistent"
+    if ((nbytes > 0) & (total < nbytes)).any():
+        return "an allocation in the trace exceeds the allocator's total right after it: allocator events are inconsistent"
+    return None
 
 
 def _tracker_categories(records: dict | None, reasons: dict) -> tuple[int | None, int | None, int | None]:
@@ -305,8 +321,7 @@ def _at_peak(events: MemoryEvents, orphan: np.ndarray, live: np.ndarray, p: int,
     if records is None:  # without addresses only transient allocations can be told apart
         out: dict[str, int | None] = {c: None for c in MEMORY_CATEGORIES}
         out["workspace"] = int(row[WORKSPACE])
-        out["unattributed"] = allocator_peak - int(row[WORKSPACE])
-        return out
+        return _with_unattributed(out, allocator_peak, reasons)
     out = {"weights": int(row[WEIGHTS]), "gradients": int(row[GRADIENTS]),
            "feature_maps": int(row[FEATURE_MAPS]), "workspace": int(row[WORKSPACE]),
            "dynamic": int(row[DYNAMIC] + row[DYNAMIC_KNOWN])}
@@ -334,9 +349,16 @@ def _at_peak(events: MemoryEvents, orphan: np.ndarray, live: np.ndarray, p: int,
         reasons["at_peak"] = (f"the allocator counts {pre_live} B made before the trace window but the "
                               f"tensors alive then hold {sum(known.values())} B, so pre-window tensors are "
                               "not attributed")
-    out["unattributed"] = allocator_peak - sum(out.values())
-    if out["unattributed"] < 0:
-        reasons["unattributed"] = "categories exceed the allocator peak: the peak source and the trace disagree"
+    return _with_unattributed(out, allocator_peak, reasons)
+
+
+def _with_unattributed(out: dict[str, int | None], allocator_peak: int, reasons: dict) -> dict[str, int | None]:
+    """`out` plus "unattributed" = allocator_peak - Σ known parts; null with a reason when that is negative."""
+    unattributed = allocator_peak - sum(v for v in out.values() if v is not None)
+    out["unattributed"] = unattributed if unattributed >= 0 else None
+    if unattributed < 0:
+        reasons["unattributed"] = (f"categories exceed the allocator peak by {-unattributed} B: the peak source and "
+                                   "the trace disagree")
     return out
 
 

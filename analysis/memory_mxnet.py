@@ -100,7 +100,11 @@ def _counter_rise(records: dict | None, trace: TraceRecords | None) -> tuple[int
     dev = np.asarray(mem.device)
     if device is None:
         gpu = dev[dev >= 0]
-        device = int(np.bincount(gpu).argmax()) if len(gpu) else -1
+        if len(gpu):  # the GPU with most counter events (np.unique: an ordinal may be any size)
+            values, counts = np.unique(gpu, return_counts=True)
+            device = int(values[np.argmax(counts)])
+        else:
+            device = -1
     keep = np.flatnonzero(dev == device)
     ts, total = np.asarray(mem.ts_ns)[keep], np.asarray(mem.total_allocated)[keep]
     order = np.argsort(ts, kind="stable")
@@ -108,6 +112,8 @@ def _counter_rise(records: dict | None, trace: TraceRecords | None) -> tuple[int
     inside = (ts >= trace.window_start_ns) & (ts <= trace.window_end_ns)
     if not inside.any():
         return None, 0, f"no storage counter events for device {device} in the trace window"
+    if (total < 0).any():
+        return None, 0, f"the storage counter goes negative ({int(total.min())} B): counter events are inconsistent"
     earlier = total[ts < trace.window_start_ns]
     before = int(earlier[-1]) if len(earlier) else 0
     return max(int(total[inside].max()) - before, 0), before, ""

@@ -84,7 +84,8 @@ def op_precision(input_types, input_dims=None) -> str:
     Returns:
         "fp64", "fp32", "fp16", "bf16", "fp8", "int" or "".
     """
-    types = list(input_types or ())
+    # A type that is not a string (a corrupt trace's list or number) tells nothing, as "" does.
+    types = [t if isinstance(t, str) else "" for t in input_types or ()]
     dims = list(input_dims) if input_dims is not None else None
     first_scalar = ""
     has_int_tensor = False

@@ -38,7 +38,7 @@ def group_kernels(kernels: KernelTable, util_pct: np.ndarray) -> list[KernelGrou
     """
     if len(kernels) == 0:
         return []
-    total_ns = float(kernels.dur_ns.sum())
+    total_ns = float(kernels.dur_ns.sum(dtype=np.float64))
     inverse, names = factorize(kernels.name)
     size = len(names)
     dur = kernels.dur_ns.astype(np.float64)

@@ -64,10 +64,11 @@ def flop_util_pct(kernels: KernelTable, busy_ns: int, peak_flops_by_precision: d
 
 def unattributed_busy_pct(kernels: KernelTable) -> float:
     """Share (%) of summed kernel time spent in kernels whose FLOPs are unknown."""
-    total = kernels.dur_ns.sum()
+    # float sums: a corrupt trace's durations can add up past int64.
+    total = float(kernels.dur_ns.sum(dtype=np.float64))
     if total <= 0:
         return 0.0
-    return 100.0 * float(kernels.dur_ns[~np.isfinite(kernels.flops)].sum()) / float(total)
+    return 100.0 * float(kernels.dur_ns[~np.isfinite(kernels.flops)].sum(dtype=np.float64)) / total
 
 
 #: Linux's per-core counters advance in 10 ms ticks (USER_HZ 100). A window must span at least this

@@ -36,6 +36,19 @@ proportion to their self times. Busy intervals are the roots of each thread's op
 Memory. "[memory]" instant events become `MemoryEvents` in time order, all of them (not only the
 window's), because pairing an allocation with its free needs the allocations made before it.
 
+Broken or hostile input. A negative "dur" (a CUPTI clock fault, or a corrupt trace) is CLAMPED to
+0 ns, not rejected: one bad event must not hide the rest of a trace, and a zero-length event adds
+no busy time, FLOP share or self time; a note gives how many there were. Times outside
+[-2^60, 2^62) ns and durations of 2^61 ns or more are malformed (`trace_events.TIME_MAX_NS`), so
+no end or window length wraps around int64. Names are capped at 4,096 characters and lone
+surrogates replaced, once per distinct name (`profilers.trace_names`). Shape arguments longer than
+1 MiB or nested deeper than 8 levels, and a FLOP count from the formula that is negative or not
+finite, leave that op's FLOPs unknown with flop gap "shapes_unreadable" (JSON nested deeper than
+msgspec can decode, Python's recursion limit less the caller's stack, ~900 levels, is refused
+whole with a one-line TraceFormatError). Text that is not valid
+UTF-8 is read with U+FFFD for the bad bytes, with a note. The file itself is read through
+`profilers.trace_files` (regular files only, size and gzip-expansion limits).
+
 Layout: decoding the file into columns lives in `profilers.kineto_decode`, the op tree, self
 times and FLOP splitting in `profilers.kineto_tree`; this module assembles the records, all
 vectorised. The caller passes the FLOP formulas in (`flops_of`, `precision_of`): readers turn a
@@ -45,47 +58,28 @@ signature (name, shapes, types, scalar values), not once per call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgspec
 import numpy as np
 
 from tbd.errors import TraceFormatError
-from tbd.profilers.kineto_columns import KinetoTrace, Signature
+from tbd.profilers.kineto_batches import TRACE_HINT
+from tbd.profilers.kineto_columns import KinetoTrace
 from tbd.profilers.kineto_decode import decode_trace, read_trace_file
+from tbd.profilers.kineto_signatures import SignatureFlops, flop_gaps, signature_flops
 from tbd.profilers.kineto_tree import OpTree, enclosing_ops, formula_roots, op_tree, self_times, split_flops
 from tbd.profilers.trace_events import NO_STEPS_NOTE
-from tbd.records import (
-    ANALYTIC,
-    NO_FORMULA,
-    NO_LAUNCH_OP,
-    SHAPES_NOT_RECORDED,
-    SHAPES_UNREADABLE,
-    KernelTable,
-    MemoryEvents,
-    OpShapes,
-    OpTable,
-    StepSpan,
-    TraceRecords,
-)
+from tbd.profilers.trace_names import clean_name
+from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
 
 __all__ = ["KinetoTrace", "read_trace_file", "trace_records"]
 
 _ENCODER = msgspec.json.Encoder(decimal_format="number")
 
 
-@dataclass(frozen=True)
-class _SignatureFlops:
-    """Per signature code: FLOPs (NaN: formula, shapes missing), whether a formula exists, precision."""
-
-    flops: np.ndarray  # float64
-    has_formula: np.ndarray  # bool
-    precision: np.ndarray  # object
-    shapes_recorded: np.ndarray  # bool: the trace holds "Input Dims" for the call
-
-
 def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision_of,
-                  kernel_precisions=None) -> TraceRecords:
+                  kernel_precisions=None, recorded_by_tbd: bool = False) -> TraceRecords:
     """Build the records of one Kineto trace (pure: no I/O).
 
     Args:
@@ -99,71 +93,50 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
         kernel_precisions: callable(kernel names, their ops' precisions, compute capability or None)
             -> each kernel's precision, e.g. `analysis.precision.kernel_precisions` (the kernel's
             name tells TF32 or tensor-core math the op's types cannot); None: the op's precision.
+        recorded_by_tbd: tbd's hook recorded the trace with CPU activities on, so a trace without
+            ops is a step that ran no operator (records with no rows and a note), not a foreign file.
     Returns:
         TraceRecords with integer-ns times; device_kind "cuda" if the trace has kernels, else "cpu".
     Raises:
         TraceFormatError: not a trace, malformed events, or no ops and no kernels.
     """
     if isinstance(trace, dict):
-        trace = decode_trace(_ENCODER.encode(trace), source)
-    if len(trace.ops.start_ns) == 0 and len(trace.kernels.start_ns) == 0:
-        listed = ", ".join(trace.categories[:8]) + (", ..." if len(trace.categories) > 8 else "") or "none"
+        trace = decode_trace(_encoded(trace, source), source)
+    empty = len(trace.ops.start_ns) == 0 and len(trace.kernels.start_ns) == 0
+    if empty and not recorded_by_tbd:
+        listed = ", ".join(clean_name(c[:40]) for c in trace.categories[:8]) + (
+            ", ..." if len(trace.categories) > 8 else "") or "none"
         raise TraceFormatError(f"no ops or kernels in {source}: not a PyTorch profiler trace, or one recorded without "
                                f"CPU and CUDA activities (its event categories: {listed})",
                                hint="tbd analyze reads torch.profiler (Kineto) traces from PyTorch 1.8 on, a folder "
                                     "of them, and tbd run directories of every framework")
     tree = op_tree(trace.ops)
-    sig = _signature_flops(trace.signatures, flops_of, precision_of)
+    sig = signature_flops(trace.signatures, flops_of, precision_of)
     if len(trace.kernels.start_ns):
-        return _gpu_records(trace, tree, sig, source, kernel_precisions)
-    return _cpu_records(trace, tree, sig, source)
+        records = _gpu_records(trace, tree, sig, source, kernel_precisions)
+    else:
+        records = _cpu_records(trace, tree, sig, source)
+    if empty:
+        records = replace(records, notes=records.notes + (
+            "the trace window recorded no operator: the step ran no framework op that the profiler sees",))
+    return replace(records, notes=records.notes + _reading_notes(trace))
 
 
-def _signature_flops(signatures: tuple[Signature, ...], flops_of, precision_of) -> _SignatureFlops:
-    flops = np.full(len(signatures), np.nan)
-    has = np.zeros(len(signatures), dtype=bool)
-    precision = np.empty(len(signatures), dtype=object)
-    recorded = np.array([bool(s.input_dims) for s in signatures], dtype=bool)
-    for code, s in enumerate(signatures):
-        shapes = OpShapes(name=s.name, input_dims=_tuples(_json(s.input_dims)),
-                          input_types=tuple(_json(s.input_types)), concrete_inputs=tuple(_json(s.concrete_inputs)))
-        value = flops_of(shapes)
-        if value is not None:
-            has[code], flops[code] = True, float(value)
-        precision[code] = precision_of(shapes.input_types, shapes.input_dims)
-    return _SignatureFlops(flops, has, precision, recorded)
+def _reading_notes(trace: KinetoTrace) -> tuple[str, ...]:
+    """What was repaired or clamped while reading the trace."""
+    notes = trace.decode_notes
+    if trace.negative_durations:
+        notes += (f"{trace.negative_durations} events have a negative duration (a clock fault or a corrupt trace): "
+                  "each counted as 0 ns",)
+    return notes
 
 
-def _flop_gaps(flops: np.ndarray, root: np.ndarray, counted_from: np.ndarray, tree: OpTree,
-               sig: _SignatureFlops) -> np.ndarray:
-    """Per row, why its FLOPs are unknown (records.FLOP_GAPS), "" where known.
-
-    root: the row's formula root op (-1 none); counted_from: the op the row hangs from (the
-    launching op of a kernel, the op itself on the CPU), -1 when there is none.
-    """
-    gap = np.full(len(flops), "", dtype=object)
-    unknown = ~np.isfinite(flops)
-    gap[unknown & (counted_from < 0)] = NO_LAUNCH_OP
-    gap[unknown & (counted_from >= 0) & (root < 0)] = NO_FORMULA
-    rooted = unknown & (root >= 0)
-    recorded = sig.shapes_recorded[tree.signature[root[rooted]]] if rooted.any() else np.zeros(0, dtype=bool)
-    gap[np.flatnonzero(rooted)] = np.where(recorded, SHAPES_UNREADABLE, SHAPES_NOT_RECORDED)
-    return gap
-
-
-def _json(text: bytes) -> list:
-    """A shape argument's JSON text -> list; absent or not a list -> []."""
-    if not text:
-        return []
-    value = msgspec.json.decode(text)
-    return value if isinstance(value, list) else []
-
-
-def _tuples(value):
-    """Nested JSON lists -> nested tuples (hashable, immutable); other values unchanged."""
-    if type(value) is not list:
-        return value
-    return tuple(_tuples(v) for v in value)
+def _encoded(trace: dict, source: str) -> bytes:
+    """A JSON-like dict as JSON text; strings that are not valid text (lone surrogates) are an error."""
+    try:
+        return _ENCODER.encode(trace)
+    except (UnicodeEncodeError, TypeError, OverflowError, RecursionError) as exc:
+        raise TraceFormatError(f"{source}: not a JSON trace ({type(exc).__name__})", hint=TRACE_HINT) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,7 +204,7 @@ def _op_table(trace: KinetoTrace, tree: OpTree, keep: np.ndarray) -> OpTable:
 # GPU and CPU records
 
 
-def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source: str,
+def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: str,
                  kernel_precisions) -> TraceRecords:
     k = trace.kernels
     names = trace.names
@@ -256,7 +229,7 @@ def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source:
     number = np.array([s.number for s in spans] + [-1], dtype=np.int64)
     table = KernelTable(names[k.name], k.start_ns, k.dur_ns, k.device, k.stream, op_name, flops,
                         np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision, number[step_idx],
-                        _flop_gaps(flops, kroot, launch_op, tree, sig))
+                        flop_gaps(flops, kroot, launch_op, tree, sig))
     keep = _in_window(k.start_ns, lo, hi)
     order = np.flatnonzero(keep)[np.argsort(k.start_ns[keep], kind="stable")]
     rows = table.select(order)
@@ -286,7 +259,7 @@ def _launches(trace: KinetoTrace, tree: OpTree) -> tuple[np.ndarray, np.ndarray]
     return ts, op
 
 
-def _kernel_precision(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, kroot: np.ndarray,
+def _kernel_precision(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, kroot: np.ndarray,
                       kernel_precisions) -> np.ndarray:
     """Each kernel's precision: its formula root op's, refined by the kernel's name when given how."""
     rooted = kroot >= 0
@@ -299,14 +272,17 @@ def _kernel_precision(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, kr
 
 def _compute_capability(metadata: dict) -> tuple[int, int] | None:
     """The first device's CUDA compute capability from deviceProperties; None for ROCm (a warp of 64 lanes
-    and a CUDA-style number that is not the chip's) or when not recorded."""
+    and a CUDA-style number that is not the chip's), when not recorded, or when not two small integers."""
     props = metadata.get("deviceProperties")
     if not isinstance(props, list) or not props or not isinstance(props[0], dict):
         return None
     p = props[0]
-    if p.get("warpSize") == 64 or "amd" in str(p.get("name", "")).lower() or "computeMajor" not in p:
+    if p.get("warpSize") == 64 or "amd" in str(p.get("name", ""))[:200].lower() or "computeMajor" not in p:
         return None
-    return int(p["computeMajor"]), int(p.get("computeMinor", 0))
+    major, minor = p["computeMajor"], p.get("computeMinor", 0)
+    if not all(type(v) is int and 0 <= v < 100 for v in (major, minor)):
+        return None
+    return major, minor
 
 
 def _gpu_notes(trace: KinetoTrace, launch_op: np.ndarray, keep: np.ndarray) -> tuple[str, ...]:
@@ -322,7 +298,7 @@ def _gpu_notes(trace: KinetoTrace, launch_op: np.ndarray, keep: np.ndarray) -> t
     return tuple(notes)
 
 
-def _cpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source: str) -> TraceRecords:
+def _cpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: str) -> TraceRecords:
     n = len(tree)
     names = trace.names
     child = tree.parent >= 0
@@ -338,7 +314,7 @@ def _cpu_records(trace: KinetoTrace, tree: OpTree, sig: _SignatureFlops, source:
     number = np.array([s.number for s in spans] + [-1], dtype=np.int64)
     table = KernelTable(names[tree.name], tree.start_ns, self_ns, np.full(n, -1, dtype=np.int64), tree.tid, op_name,
                         flops, np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision,
-                        number[_step_of(tree.start_ns, steps)], _flop_gaps(flops, root, np.arange(n), tree, sig))
+                        number[_step_of(tree.start_ns, steps)], flop_gaps(flops, root, np.arange(n), tree, sig))
     keep = _in_window(tree.start_ns, lo, hi)
     order = np.flatnonzero(keep)[np.argsort(tree.start_ns[keep], kind="stable")]
     roots = keep & ~child

@@ -25,7 +25,8 @@ from tbd.profilers.kineto_columns import (
     Signature,
     StepColumns,
 )
-from tbd.profilers.trace_events import step_number
+from tbd.profilers.trace_events import DUR_MAX_NS, TIME_MAX_NS, TIME_MIN_NS, step_number
+from tbd.profilers.trace_names import clean_name, quoted
 from tbd.profilers.trace_times import us_text_to_ns
 
 TRACE_HINT = "export it with torch.profiler's export_chrome_trace (or on_trace_ready=tensorboard_trace_handler)"
@@ -77,21 +78,27 @@ EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 
 _NAME, _PID, _TID, _TS, _DUR, _ARGS = map(attrgetter, ("name", "pid", "tid", "ts", "dur", "args"))
 _DEVICE, _STREAM, _CORRELATION, _CAT = map(attrgetter, ("device", "stream", "correlation", "cat"))
-_TRAILING_NUMBER = re.compile(r"(\d+)\s*$")
+_TRAILING_NUMBER = re.compile(r"(?<!\d)(\d{1,19})\s*$")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_UINT64 = (0, (1 << 64) - 1)
 
 
-def _as_int(value) -> int | None:
-    """An id or size as writers spell it: 7, "7", "0x7f00", "stream 7" (trailing digits); else None."""
+def _as_int(value, bounds: tuple[int, int] = _INT64) -> int | None:
+    """An id or size as writers spell it: 7, "7", "0x7f00", "stream 7" (trailing digits); else None.
+
+    None too outside `bounds` (int64 by default), and for text longer than 64 characters
+    (no id is; a 100,000-digit string would only cost time to parse).
+    """
     if type(value) is int:
-        return value
+        return value if bounds[0] <= value <= bounds[1] else None
     if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
+        return _as_int(int(value), bounds)
+    if isinstance(value, str) and len(value) <= 64:
         try:
-            return int(value.strip(), 0)
+            return _as_int(int(value.strip(), 0), bounds)
         except ValueError:
             found = _TRAILING_NUMBER.search(value)
-            return int(found.group(1)) if found else None
+            return _as_int(int(found.group(1)), bounds) if found else None
     return None
 
 _SHAPES = attrgetter("input_dims", "input_dims_18", "input_type", "concrete")
@@ -117,6 +124,7 @@ class ColumnBuilder:
         self.categories: set = set()
         self.memory_problem: str | None = None
         self.timed_start: int | None = None
+        self.negative_durations = 0  # "dur" < 0, counted as 0 ns
         self.timed_end: int | None = None
 
     def _put(self, column: str, values) -> None:
@@ -187,24 +195,33 @@ class ColumnBuilder:
     # -- per kind: each puts its columns and returns its events' (start, end) ns -------------
 
     def _times(self, events: list[Event], field: str, what: str) -> np.ndarray:
+        """The events' "ts" or "dur" as int ns; a negative duration counts as 0 (and is counted)."""
         texts = list(map(_TS if field == "ts" else _DUR, events))
         if None in texts:
             raise TraceFormatError(f"{self.source}: malformed {what} event (no {field!r})", hint=TRACE_HINT)
-        ns, ok = us_text_to_ns(texts)
+        ns, ok = _in_range(*us_text_to_ns(texts), field)
         if not ok.all():
             bad = bytes(texts[int(np.flatnonzero(~ok)[0])])
-            raise TraceFormatError(f"{self.source}: malformed {what} event time {bad[:40]!r}", hint=TRACE_HINT)
-        return ns
+            raise TraceFormatError(f"{self.source}: malformed or out-of-range {what} event {field} {quoted(bad, 40)}",
+                                   hint=TRACE_HINT)
+        return self._clamped(ns) if field == "dur" else ns
+
+    def _clamped(self, dur: np.ndarray) -> np.ndarray:
+        negative = int(np.count_nonzero(dur < 0))
+        if negative:
+            self.negative_durations += negative
+            dur = np.maximum(dur, 0)
+        return dur
 
     def _lenient_spans(self, events: list[Event]) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of events read only for the timed extent; unreadable times are skipped."""
         events = [ev for ev in events if ev.ts is not None]
-        start, ok = us_text_to_ns(list(map(_TS, events)))
+        start, ok = _in_range(*us_text_to_ns(list(map(_TS, events))), "ts")
         end = start.copy()
         with_dur = [i for i, ev in enumerate(events) if ev.dur is not None and ev.ph == "X"]
         if with_dur:
-            dur, dur_ok = us_text_to_ns([events[i].dur for i in with_dur])
-            end[with_dur] += np.where(dur_ok, dur, 0)
+            dur, dur_ok = _in_range(*us_text_to_ns([events[i].dur for i in with_dur]), "dur")
+            end[with_dur] += np.where(dur_ok, np.maximum(dur, 0), 0)
         return start[ok], end[ok]
 
     def _ops(self, ops: list[Event], names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -274,11 +291,14 @@ class ColumnBuilder:
     def _ints(values: list, events: list[Event] | None = None, fallback=None) -> np.ndarray:
         """int64 column of `values` read by `_as_int`; a None takes the event's `fallback` field; -1 if unreadable."""
         n = len(values)
-        if any(type(v) is not int for v in set(values)):
-            if fallback is not None:
-                values = [fallback(ev) if v is None else v for v, ev in zip(values, events)]
-            values = [-1 if v is None else v for v in map(_as_int, values)]
-        return np.array(values, dtype=np.int64).reshape(n)
+        if all(type(v) is int for v in set(values)):
+            try:
+                return np.array(values, dtype=np.int64).reshape(n)
+            except OverflowError:  # an id beyond int64: read one by one below
+                pass
+        if fallback is not None:
+            values = [fallback(ev) if v is None else v for v, ev in zip(values, events)]
+        return np.array([-1 if v is None else v for v in map(_as_int, values)], dtype=np.int64).reshape(n)
 
     def _memory(self, memory: list[Event]) -> tuple[np.ndarray, np.ndarray]:
         if not memory:
@@ -287,21 +307,23 @@ class ColumnBuilder:
         if self.memory_problem:
             return ts, ts
         args = list(map(_ARGS, memory))
-        fields = [[_as_int(getattr(a, f)) if a is not None else None for a in args]
-                  for f in ("addr", "nbytes", "total_allocated")]
+        fields = [[_as_int(getattr(a, f), bounds) if a is not None else None for a in args]
+                  for f, bounds in (("addr", _UINT64), ("nbytes", _INT64), ("total_allocated", _INT64))]
         for f, label in zip(fields, ("Addr", "Bytes", "Total Allocated")):
             if None in f:
                 # PyTorch 1.9 wrote "[memory]" events without "Addr": allocations cannot be paired
                 # with their frees, so the whole trace's allocator events are unusable.
-                self.memory_problem = f'"[memory]" events without a readable "{label}" (PyTorch 1.9 traces lack it)'
+                self.memory_problem = (f'"[memory]" events without a readable "{label}" (PyTorch 1.9 traces lack '
+                                       'it; else not an integer in range)')
                 self.parts = {k: v for k, v in self.parts.items() if not k.startswith("memory.")}
                 return ts, ts
         self._put("memory.ts", ts)
         self._put("memory.addr", np.array(fields[0], dtype=np.uint64))
         self._put("memory.bytes", np.array(fields[1], dtype=np.int64))
         self._put("memory.total", np.array(fields[2], dtype=np.int64))
-        device = [None if a is None else a.device_id for a in args]
-        self._put("memory.device", np.array([-1 if d is None else _as_int(d) for d in device], dtype=np.int64))
+        # No "Device Id": the CPU (-1). An unreadable one: -2, a device no analysis picks.
+        device = [-1 if a is None or a.device_id is None else _as_int(a.device_id) for a in args]
+        self._put("memory.device", np.array([-2 if d is None else d for d in device], dtype=np.int64))
         return ts, ts
 
     # -- the whole trace --------------------------------------------------------------------
@@ -310,10 +332,10 @@ class ColumnBuilder:
         parts = self.parts.get(name)
         return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
-    def build(self, metadata: dict) -> KinetoTrace:
+    def build(self, metadata: dict, notes: tuple[str, ...] = ()) -> KinetoTrace:
         c = self._column
         names = np.empty(len(self.name_codes), dtype=object)
-        names[:] = ["" if n is None else str(n) for n in self.name_codes]
+        names[:] = [clean_name("" if n is None else str(n)) for n in self.name_codes]  # once per distinct name
         signatures = tuple(_signature(names[key >> 32], shape) for key, shape in
                            zip(self.signature_codes, map(list(self.shape_codes).__getitem__,
                                                          (k & 0xFFFFFFFF for k in self.signature_codes))))
@@ -330,10 +352,19 @@ class ColumnBuilder:
             memory=MemoryColumns(c("memory.ts", np.int64), c("memory.addr", np.uint64), c("memory.bytes", np.int64),
                                  c("memory.total", np.int64), c("memory.device", np.int64)),
             copies=self.copies, timed_start_ns=self.timed_start, timed_end_ns=self.timed_end,
-            categories=tuple(sorted(str(c) for c in self.categories if c is not None)), memory_problem=self.memory_problem)
+            categories=tuple(sorted(str(c) for c in self.categories if c is not None)), memory_problem=self.memory_problem,
+            negative_durations=self.negative_durations, decode_notes=notes)
 
 
 _NO_SPAN = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+def _in_range(ns: np.ndarray, ok: np.ndarray, field: str) -> tuple[np.ndarray, np.ndarray]:
+    """`ok` also False where a start lies outside [TIME_MIN_NS, TIME_MAX_NS) or a duration's size
+    reaches DUR_MAX_NS (`trace_events`: then no end or window length can leave int64)."""
+    if field == "ts":
+        return ns, ok & (ns >= TIME_MIN_NS) & (ns < TIME_MAX_NS)
+    return ns, ok & (np.abs(ns) < DUR_MAX_NS)
 
 
 def _signature(name: str, shape_key: bytes) -> Signature:

@@ -92,3 +92,5 @@ class KinetoTrace:
     timed_end_ns: int | None
     categories: tuple[str, ...]  # every event "cat" the trace holds, sorted
     memory_problem: str | None  # why the "[memory]" events could not be used, None if they could
+    negative_durations: int = 0  # events whose "dur" was negative, read as 0 ns
+    decode_notes: tuple[str, ...] = ()  # what was repaired to decode the text (invalid UTF-8, lone surrogates)

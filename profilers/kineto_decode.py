@@ -26,6 +26,7 @@ brackets; the structs and the per-batch work live in `profilers.kineto_batches`)
 from __future__ import annotations
 
 import os
+import re
 
 import msgspec
 
@@ -65,36 +66,129 @@ def read_trace_file(path: str | os.PathLike) -> KinetoTrace:
 
 
 def decode_trace(data: bytes, source: str) -> KinetoTrace:
-    """Decode a Kineto trace's JSON text into columns (see the module docstring)."""
+    """Decode a Kineto trace's JSON text into columns (see the module docstring).
+
+    Text that is not valid UTF-8, or holds lone UTF-16 surrogate escapes ("\\ud800"), is
+    repaired once (each bad byte or escape becomes U+FFFD) and decoded again, with a note.
+    """
+    try:
+        return _decode(data, source, ())
+    except _Unrepaired as bad:
+        fixed, note = _repaired(data, bad.error)
+        if fixed is None:
+            raise bad.failure(data, source) from None
+    try:
+        return _decode(fixed, source, (note,))
+    except _Unrepaired as still:
+        raise still.failure(fixed, source) from None
+
+
+class _Unrepaired(Exception):
+    """msgspec refused the text for its encoding: `_repaired` may fix it.
+
+    first: index of the first event of the batch that failed, None when the whole file did (then
+    msgspec's byte offset is the file's, and the message gives its line and column).
+    """
+
+    def __init__(self, error: Exception, first: int | None = None):
+        super().__init__(str(error))
+        self.error, self.first = error, first
+
+    def failure(self, data: bytes, source: str) -> TraceFormatError:
+        if self.first is None:
+            return _decode_error(data, source, self.error)
+        message = str(self.error).split(" (byte ")[0]
+        return TraceFormatError(f"{source}: corrupt JSON in the events from traceEvents[{self.first}] on: {message}",
+                                hint="the file may be truncated; re-export the trace")
+
+
+def _decode(data: bytes, source: str, notes: tuple[str, ...]) -> KinetoTrace:
     try:
         top = _TOP.decode(data)
     except msgspec.ValidationError:
         raise TraceFormatError(f'{source}: not a Kineto trace (no "traceEvents" list)', hint=TRACE_HINT) from None
-    except msgspec.DecodeError as exc:
-        raise _decode_error(data, source, exc) from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise _Unrepaired(exc) from None
+    except RecursionError:
+        raise _too_deep(source) from None
     if isinstance(top, list):  # late-2020 torch wrote a bare array of events
         events, metadata = top, {}
     else:
         if top.traceEvents is None:
             raise TraceFormatError(f'{source}: not a Kineto trace (no "traceEvents" list)', hint=TRACE_HINT)
         events = top.traceEvents
-        metadata = {k: msgspec.json.decode(getattr(top, k)) for k in _METADATA if getattr(top, k) is not None}
+        metadata = _metadata(top)
     builder = ColumnBuilder(source)
     for first in range(0, len(events), BATCH_EVENTS):
-        chunk = events[first:first + BATCH_EVENTS]
-        # One copy of the batch's text: the brackets ride on its first and last events.
-        chunk[0] = b"[" + bytes(chunk[0])
-        chunk[-1] = bytes(chunk[-1]) + b"]"
-        try:
-            decoded = EVENTS_DECODER.decode(b",".join(chunk))
-        except msgspec.ValidationError as exc:
-            where = _event_path(exc, first)
-            if where.startswith("Expected `object`") and where.endswith("]`"):  # the event itself
-                raise TraceFormatError(f"{source}: not a Kineto trace ({where.split(' - at ')[-1].strip('`')} is "
-                                       "not an event object)", hint=TRACE_HINT) from None
-            raise TraceFormatError(f"{source}: malformed event ({where})", hint=TRACE_HINT) from None
-        builder.add(decoded)
-    return builder.build(metadata)
+        builder.add(_batch(events[first:first + BATCH_EVENTS], first, source))
+    return builder.build(metadata, notes)
+
+
+def _metadata(top: _Top) -> dict:
+    """The top-level fields kept, decoded; one that cannot be decoded (too deep, invalid text) is left out."""
+    out = {}
+    for key in _METADATA:
+        raw = getattr(top, key)
+        if raw is not None:
+            try:
+                out[key] = msgspec.json.decode(raw)
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                continue
+    return out
+
+
+def _batch(chunk: list, first: int, source: str) -> list:
+    """One batch of raw events decoded into `Event` structs (`first`: the index of its first event)."""
+    # One copy of the batch's text: the brackets ride on its first and last events.
+    chunk[0] = b"[" + bytes(chunk[0])
+    chunk[-1] = bytes(chunk[-1]) + b"]"
+    try:
+        return EVENTS_DECODER.decode(b",".join(chunk))
+    except RecursionError:
+        raise _too_deep(source) from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec.ValidationError subclasses DecodeError
+        if isinstance(exc, msgspec.ValidationError):
+            raise _malformed(exc, first, source) from None
+        raise _Unrepaired(exc, first) from None
+
+
+def _malformed(exc: msgspec.ValidationError, first: int, source: str) -> TraceFormatError:
+    where = _event_path(exc, first)
+    if where.startswith("Expected `object`") and where.endswith("]`"):  # the event itself
+        return TraceFormatError(f"{source}: not a Kineto trace ({where.split(' - at ')[-1].strip('`')} is "
+                                "not an event object)", hint=TRACE_HINT)
+    return TraceFormatError(f"{source}: malformed event ({where})", hint=TRACE_HINT)
+
+
+def _too_deep(source: str) -> TraceFormatError:
+    return TraceFormatError(f"{source}: JSON nested too deeply to be a Kineto trace", hint=TRACE_HINT)
+
+
+# A lone UTF-16 surrogate escape: a high one not followed by a low one, or a low one on its own.
+# Escaped backslashes are consumed first so that "\\\\ud800" (a backslash, then text) is left alone.
+_ESCAPES = re.compile(rb"\\\\|(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _repaired(data: bytes, error: Exception) -> tuple[bytes | None, str]:
+    """The text with invalid UTF-8 or lone surrogate escapes replaced by U+FFFD, and a note; None if neither."""
+    if isinstance(error, UnicodeDecodeError):
+        if data[:3] != b"\xef\xbb\xbf" and not _is_text(data):
+            return None, ""
+        return (data.decode("utf-8", "replace").encode("utf-8"),
+                "the trace is not valid UTF-8: undecodable bytes were read as U+FFFD")
+    lone = 0
+
+    def swap(m: re.Match) -> bytes:
+        nonlocal lone
+        if m.group(0) == b"\\\\" or m.group(1):
+            return m.group(0)
+        lone += 1
+        return b"\\ufffd"
+
+    fixed = _ESCAPES.sub(swap, data) if b"\\u" in data else data
+    if not lone:
+        return None, ""
+    return fixed, f"the trace holds {lone} lone UTF-16 surrogate escapes (invalid text): read as U+FFFD"
 
 
 def _decode_error(data: bytes, source: str, exc: Exception) -> TraceFormatError:
@@ -103,20 +197,23 @@ def _decode_error(data: bytes, source: str, exc: Exception) -> TraceFormatError:
     if data[:3] != b"\xef\xbb\xbf" and not _is_text(data):
         return TraceFormatError(f"{source}: not a text JSON file", hint=TRACE_HINT)
     at = message.rsplit("byte ", 1)
-    if len(at) == 2 and at[1].isdigit():
-        offset = int(at[1])
+    digits = at[1].rstrip(")") if len(at) == 2 else ""  # "... - byte 12" or "... (byte 12)"
+    if digits.isdigit():
+        offset = int(digits)
         line = data.count(b"\n", 0, offset) + 1
         column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
-        message = f"{at[0].rstrip(' -')} at line {line} column {column}"
+        message = f"{at[0].rstrip(' -(')} at line {line} column {column}"
     return TraceFormatError(f"{source}: corrupt JSON: {message}", hint="the file may be truncated; re-export the trace")
 
 
 def _is_text(data: bytes) -> bool:
-    try:
-        data[:4096].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.start > 4090  # a multi-byte character cut at the sample's end is still text
-    return True
+    """Whether the file starts as text: its first 4 KiB hold no NUL and at most a few bytes that are
+    not UTF-8 (a text trace with a corrupt name is repaired; a binary file is not a trace)."""
+    sample = data[:4096]
+    if b"\0" in sample:
+        return False
+    bad = sample.decode("utf-8", "replace").count("\ufffd")
+    return bad <= 8 + len(sample) // 100
 
 
 def _event_path(exc: msgspec.ValidationError, first: int) -> str:

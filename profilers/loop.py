@@ -127,18 +127,33 @@ def run_timing_window(hooks: LoopHooks, iterations: int, state: LoopState, deadl
         t_start = hooks.clock()
         done = 0
         last = t_start
-        while done < iterations:
-            with hooks.mark(f"tbd.iteration {first + done}"):
-                hooks.step()
-            now = hooks.clock()
-            state.times_ns.append(now - last)
-            last = now
-            done += 1
-            state.timing_window = (first, first + done - 1)
-            progress({"stage": "timing", "done": done, "total": iterations})
-            if now >= deadline_ns and done < iterations:
-                state.notes.append(f"time budget reached: timing window cut to {done} of {iterations} iterations")
-                break
+        try:
+            while done < iterations:
+                with hooks.mark(f"tbd.iteration {first + done}"):
+                    hooks.step()
+                now = hooks.clock()
+                state.times_ns.append(now - last)
+                last = now
+                done += 1
+                state.timing_window = (first, first + done - 1)
+                progress({"stage": "timing", "done": done, "total": iterations})
+                if now >= deadline_ns and done < iterations:
+                    state.notes.append(f"time budget reached: timing window cut to {done} of {iterations} iterations")
+                    break
+        except BaseException:
+            # Cut short (Ctrl-C, a crash): the completed iterations still make a window. Its end
+            # waits for the device, so on an asynchronous GPU it also holds part of the
+            # interrupted iteration: the throughput is then a lower bound, and says so.
+            if done:
+                hooks.synchronize()
+                t_end = hooks.clock()
+                state.times_ns[-1] += t_end - last
+                state.timing_window_ns = t_end - t_start
+                if counted_start is not None:
+                    state.timing_window_samples = hooks.samples_counter() - counted_start
+                state.notes.append(f"timing window cut to {done} of {iterations} iterations by an interrupt: "
+                                   "throughput over those (a lower bound: the window's end waited for the device)")
+            raise
         hooks.synchronize()
         t_end = hooks.clock()
         if counted_start is not None:

@@ -74,6 +74,18 @@ _RNN_MODES = {"rnn_relu": 0, "rnn_tanh": 1, "lstm": 2, "gru": 3}
 _RNN_GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
 
 
+#: Most stacked layers an RNN call may log: real ones have a handful; a corrupt log's 10^18 would
+#: make the weight list below loop for ever.
+MAX_RNN_LAYERS = 1024
+
+
+def _layers(call: dict) -> int:
+    layers = int(call["num_layers"])
+    if not 1 <= layers <= MAX_RNN_LAYERS:
+        raise ValueError(f"num_layers {layers} outside [1, {MAX_RNN_LAYERS}]")
+    return layers
+
+
 def _rnn_weights(call: dict) -> list[list[int]]:
     """cuDNN's per layer and direction weights (w_ih, w_hh, b_ih, b_hh[, w_hr]) for the call's sizes.
 
@@ -83,7 +95,7 @@ def _rnn_weights(call: dict) -> list[list[int]]:
     dirs = 2 if call["bidirectional"] else 1
     out = []
     width = int(call["input_size"])
-    for _ in range(int(call["num_layers"])):
+    for _ in range(_layers(call)):
         for _ in range(dirs):
             out += [[gates * hidden, width], [gates * hidden, proj or hidden], [gates * hidden], [gates * hidden]]
             out += [[proj, hidden]] if proj else []
@@ -98,7 +110,7 @@ def _rnn_args(call: dict, backward: bool) -> OpShapes:
     t = call_type(call)
     mode, hidden = call["mode"], int(call["state_size"])
     proj = int(call.get("projection_size") or 0)
-    seq, batch, layers = int(call["seq_len"]), int(call["batch"]), int(call["num_layers"])
+    seq, batch, layers = int(call["seq_len"]), int(call["batch"]), _layers(call)
     if mode not in _RNN_MODES:
         raise ValueError(f"RNN mode {mode!r}")
     groups = layers * (2 if call["bidirectional"] else 1)

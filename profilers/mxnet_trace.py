@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 
 import numpy as np
 
@@ -43,6 +44,7 @@ from tbd.profilers.mxnet_layer_ops import aten_type
 from tbd.profilers.mxnet_ops import MXNET_TO_ATEN, MXNET_ZERO_FLOPS, PAIR_BY_COUNT, UPDATE_OPS, update_atens
 from tbd.profilers.trace_events import (
     event_ns,
+    int_value,
     nesting,
     read_json_trace,
     step_number,
@@ -50,12 +52,16 @@ from tbd.profilers.trace_events import (
     step_window,
     trace_events,
 )
+from tbd.profilers.trace_names import clean_name, quoted
 from tbd.records import ANALYTIC, KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
 
 #: Engine events that wait for an array to be ready for a host read (asnumpy, wait_to_read): the
 #: worker waits, it does no operator work, so they are neither rows nor busy time.
 ENGINE_WAITS = frozenset({"WaitForVar", "WaitForAll"})
-_DEVICE = re.compile(r"^(cpu|gpu)/(\d+)$")
+_DEVICE = re.compile(r"^(cpu|gpu)/(\d{1,9})$")
+#: What a malformed call record of the shape log can raise inside an adapter.
+_ADAPTER_ERRORS = (KeyError, TypeError, ValueError, IndexError, SyntaxError, AttributeError, ArithmeticError,
+                   RecursionError)
 _HINT = "record with mx.profiler.set_config(profile_all=True, aggregate_stats=False) and mx.profiler.dump()"
 
 
@@ -79,8 +85,8 @@ def trace_records(trace: dict, source: str, *, flops_of, precision_of, shapes: d
         TraceFormatError: not a trace, malformed events, unpaired operator events, no operators.
     """
     events = trace_events(trace, source, "an MXNet profiler dump", _HINT, objects=True)
-    devices = {e.get("pid"): str((e.get("args") or {}).get("name", "")) for e in events
-               if e.get("ph") == "M" and e.get("name") == "process_name"}
+    devices = {_key(e.get("pid")): str(e["args"].get("name", "")) for e in events
+               if e.get("ph") == "M" and e.get("name") == "process_name" and isinstance(e.get("args"), dict)}
     ops = _operators(events, devices, source)
     if not len(ops["name"]):
         raise TraceFormatError(f"{source}: no MXNet operator events", hint=_HINT)
@@ -104,6 +110,11 @@ def trace_records(trace: dict, source: str, *, flops_of, precision_of, shapes: d
                         memory, tuple(notes + mem_notes))
 
 
+def _key(value):
+    """A pid or tid usable as a dict key: a list or object (a corrupt dump) by its text."""
+    return value if isinstance(value, (str, int, float, Decimal, type(None))) else repr(value)
+
+
 def _device_of(name: str) -> int | None:
     """-1 for "cpu/N", N for "gpu/N", None for other storages (cpu pinned, cpu shared)."""
     m = _DEVICE.match(name)
@@ -123,20 +134,20 @@ def _operators(events: list, devices: dict, source: str) -> dict[str, np.ndarray
     rows: list[tuple] = []
     for ev in events:
         ph = ev.get("ph")
-        if ev.get("cat") != "operator" or ph not in ("B", "E") or ev.get("name") in ENGINE_WAITS:
+        if ev.get("cat") != "operator" or ph not in ("B", "E") or str(ev.get("name")) in ENGINE_WAITS:
             continue
-        key = (ev.get("pid"), ev.get("tid"), str(ev.get("name")))
+        key = (_key(ev.get("pid")), _key(ev.get("tid")), str(ev.get("name")))
         t = event_ns(ev.get("ts"), source, "operator")
         if ph == "B":
             open_at.setdefault(key, []).append(t)
             continue
         if not open_at.get(key):
-            raise TraceFormatError(f"{source}: operator end {ev.get('name')!r} at {ev.get('ts')} has no matching begin",
-                                   hint="the dump may be truncated; record again")
+            raise TraceFormatError(f"{source}: operator end {quoted(key[2])} at {quoted(ev.get('ts'))} has no matching "
+                                   "begin", hint="the dump may be truncated; record again")
         start = open_at[key].pop()
         if t < start:
-            raise TraceFormatError(f"{source}: operator {key[2]!r} ends before it begins")
-        dev = _device_of(devices.get(ev.get("pid"), ""))
+            raise TraceFormatError(f"{source}: operator {quoted(key[2])} ends before it begins")
+        dev = _device_of(devices.get(key[0], ""))
         rows.append((key[2], start, t, -1 if dev is None else dev, tids.setdefault(key[:2], len(tids))))
     open_ops = sum(len(v) for v in open_at.values())
     if open_ops:
@@ -144,7 +155,8 @@ def _operators(events: list, devices: dict, source: str) -> dict[str, np.ndarray
                                hint="the dump may be truncated; record again")
     rows.sort(key=lambda r: (r[4], r[1], -r[2]))  # per thread, by start; a parent before its child
     depth, self_ns = nesting([r[1] for r in rows], [r[2] for r in rows], [r[4] for r in rows])
-    cols = {"name": np.array([r[0] for r in rows], dtype=object),
+    clean = {n: clean_name(n) for n in {r[0] for r in rows}}  # once per distinct name
+    cols = {"name": np.array([clean[r[0]] for r in rows], dtype=object),
             "start": np.array([r[1] for r in rows], dtype=np.int64),
             "end": np.array([r[2] for r in rows], dtype=np.int64),
             "self": np.array(self_ns, dtype=np.int64), "depth": np.array(depth, dtype=np.int64),
@@ -170,9 +182,10 @@ def _steps(events: list, source: str) -> tuple[StepSpan, ...]:
             start = begin.pop(name)
             spans.append(StepSpan(number, start, t, t))
         else:
-            raise TraceFormatError(f"{source}: {name} ends without a begin")
+            raise TraceFormatError(f"{source}: {quoted(name)} ends without a begin")
     if begin:
-        raise TraceFormatError(f"{source}: {', '.join(sorted(begin))} never end", hint="the dump may be truncated")
+        raise TraceFormatError(f"{source}: {', '.join(quoted(b) for b in sorted(begin)[:5])} never end",
+                               hint="the dump may be truncated")
     return tuple(sorted(spans, key=lambda s: s.start_ns))
 
 
@@ -203,7 +216,8 @@ def _row_flops(ops: dict, step_no: np.ndarray, shapes: dict | None, flops_of, pr
             continue
         for i, aten in _step_atens(names, np.flatnonzero(step_no == number).tolist(), calls, source):
             values = [flops_of(a) for a in aten]
-            flops[i] = math.nan if any(v is None for v in values) else float(sum(values))
+            total = math.nan if any(v is None for v in values) else float(sum(values))
+            flops[i] = total if math.isfinite(total) and total >= 0 else math.nan
             precision[i] = precision_of(aten[0].input_types)
             covered += 1
     return flops, precision, covered
@@ -213,6 +227,8 @@ def _step_atens(names: np.ndarray, rows: list[int], calls: list, source: str):
     """(row, its ATen calls) for each of one step's rows (in order) that the step's logged calls cover."""
     by_op: dict[str, list] = {}
     for c in calls:
+        if not isinstance(c, dict):
+            raise TraceFormatError(f"{source}: MXNet shape log holds a call that is not an object ({quoted(c)})")
         by_op.setdefault(str(c.get("op")), []).append(c)
     events: dict[str, int] = {}
     for i in rows:
@@ -225,11 +241,13 @@ def _step_atens(names: np.ndarray, rows: list[int], calls: list, source: str):
         seen[name] = k + 1
         if name in updates:
             groups, kind, t = updates[name]
-            yield i, [a for shape in groups[k] for a in update_atens(kind, shape, t)]
+            aten = [a for shape in groups[k] for a in update_atens(kind, shape, t)]
         elif name in MXNET_TO_ATEN:
             aten = _mapped_atens(name, k, events[name], by_op, source)
-            if aten is not None:
-                yield i, aten
+        else:
+            continue
+        if aten:
+            yield i, aten
 
 
 def _mapped_atens(name: str, k: int, events: int, by_op: dict[str, list], source: str) -> list | None:
@@ -238,12 +256,13 @@ def _mapped_atens(name: str, k: int, events: int, by_op: dict[str, list], source
     call = _paired_call(name, k, events, by_op.get(logged, []))
     if call is None:
         return None
-    if name in PAIR_BY_COUNT and (call.get("output") is None or None in call.get("inputs", [None])):
+    inputs = call.get("inputs", [None])
+    if name in PAIR_BY_COUNT and (call.get("output") is None or not isinstance(inputs, list) or None in inputs):
         return None  # shape inference left this call's shapes unknown
     try:
         return adapter(call)
-    except (KeyError, TypeError, ValueError, IndexError, SyntaxError) as exc:
-        raise TraceFormatError(f"{source}: malformed {logged} call in the shape log ({exc})") from None
+    except _ADAPTER_ERRORS as exc:
+        raise TraceFormatError(f"{source}: malformed {logged} call in the shape log ({quoted(str(exc), 100)})") from None
 
 
 #: Operators whose backward runs as more calls of the operator itself (no "_backward_" event):
@@ -275,7 +294,7 @@ def _update_groups(records: list, events: dict[str, int], source: str) -> dict[s
         params = [list(map(int, p)) for r in records for p in r["params"]]
         aggregate = max(1, int(records[0].get("aggregate") or 1))
         t = aten_type(str(records[0].get("dtype", "")))
-    except (KeyError, TypeError, ValueError):
+    except _ADAPTER_ERRORS:
         raise TraceFormatError(f"{source}: malformed optimizer record in the MXNet shape log") from None
     out = {}
     for name, (kind, multi) in UPDATE_OPS.items():
@@ -311,14 +330,16 @@ def _memory(events: list, source: str) -> tuple[MemoryEvents | None, list[str]]:
         if d is None:
             skipped.add(storage)
             continue
-        try:
-            value = int((ev.get("args") or {})[name])
-        except (KeyError, TypeError, ValueError):
-            raise TraceFormatError(f"{source}: malformed Device Storage counter {name!r}") from None
+        args = ev.get("args")
+        value = int_value(args.get(name)) if isinstance(args, dict) else None
+        if value is None:
+            raise TraceFormatError(f"{source}: malformed Device Storage counter {quoted(name)}")
         ts.append(event_ns(ev.get("ts"), source, "Device Storage"))
         total.append(value)
         dev.append(d)
-    notes = [f"storage counters of {', '.join(sorted(skipped))} are not read"] if skipped else []
+    shown = sorted(clean_name(name[:60]) for name in skipped)[:8]
+    notes = [f"storage counters of {', '.join(shown)}{', ...' if len(skipped) > 8 else ''} are not read"] \
+        if skipped else []
     if not ts:
         return None, notes
     ts_a, total_a, dev_a = (np.array(x, dtype=np.int64) for x in (ts, total, dev))

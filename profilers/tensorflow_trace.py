@@ -30,7 +30,18 @@ import numpy as np
 from tbd import rundir
 from tbd.errors import TraceFormatError
 from tbd.profilers.tensorflow_ops import TF_TO_ATEN, TF_ZERO_FLOPS, aten_type, base_type, shape_node
-from tbd.profilers.trace_events import nesting, read_json_trace, step_number, step_numbers, step_window, trace_events
+from tbd.profilers.trace_events import (
+    DUR_MAX_NS,
+    TIME_MAX_NS,
+    TIME_MIN_NS,
+    nesting,
+    read_json_trace,
+    step_number,
+    step_numbers,
+    step_window,
+    trace_events,
+)
+from tbd.profilers.trace_names import clean_name, quoted
 from tbd.records import ANALYTIC, KernelTable, OpTable, StepSpan, TraceRecords
 
 _HINT = "record with `tbd profile --framework tensorflow` (profilers/tensorflow.py writes this trace)"
@@ -56,7 +67,7 @@ def trace_records(trace: dict, source: str, *, flops_of, precision_of) -> TraceR
     """
     events = trace_events(trace, source, "a trace", _HINT, objects=True)
     if trace.get("schema") != rundir.TENSORFLOW_TRACE_SCHEMA:
-        raise TraceFormatError(f"{source}: not a tbd TensorFlow trace (schema {trace.get('schema')!r})", hint=_HINT)
+        raise TraceFormatError(f"{source}: not a tbd TensorFlow trace (schema {quoted(trace.get('schema'))})", hint=_HINT)
     shapes = trace.get("tfOpShapes")
     if shapes is not None and not isinstance(shapes, dict):
         raise TraceFormatError(f"{source}: tfOpShapes is not an object")
@@ -87,10 +98,18 @@ def trace_records(trace: dict, source: str, *, flops_of, precision_of) -> TraceR
                         op_table, None, tuple(notes))
 
 
+#: Picosecond bounds of a time and a duration: trace_events' ns bounds, x 1000.
+_PS_BOUNDS = {"ts_ps": (TIME_MIN_NS * 1000, TIME_MAX_NS * 1000 - 1), "dur_ps": (0, DUR_MAX_NS * 1000 - 1)}
+#: What a malformed node of tfOpShapes can raise while its shapes are read.
+_NODE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError, RecursionError)
+
+
 def _int(args: dict, key: str, source: str, name) -> int:
     v = args.get(key)
-    if not isinstance(v, int) or isinstance(v, bool) or (key == "dur_ps" and v < 0):
-        raise TraceFormatError(f"{source}: event {name!r} has no integer {key} ({v!r})", hint=_HINT)
+    low, high = _PS_BOUNDS[key]
+    if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
+        raise TraceFormatError(f"{source}: event {quoted(name)} has no integer {key} in range ({quoted(v)})",
+                               hint=_HINT)
     return v
 
 
@@ -102,24 +121,25 @@ def _events(events: list, source: str) -> tuple[dict, tuple[StepSpan, ...], int]
             continue
         args = ev.get("args")
         if not isinstance(args, dict):
-            raise TraceFormatError(f"{source}: event {ev.get('name')!r} has no args", hint=_HINT)
+            raise TraceFormatError(f"{source}: event {quoted(ev.get('name'))} has no args", hint=_HINT)
         ts, dur = _int(args, "ts_ps", source, ev.get("name")), _int(args, "dur_ps", source, ev.get("name"))
         inexact += int(ts % 1000 != 0 or dur % 1000 != 0)
         start, end = ts // 1000, (ts + dur) // 1000
         if cat == "step":
             number = step_number(str(ev.get("name")))
             if number is None:
-                raise TraceFormatError(f"{source}: step event {ev.get('name')!r} is not ProfilerStep#N")
+                raise TraceFormatError(f"{source}: step event {quoted(ev.get('name'))} is not ProfilerStep#N")
             spans.append(StepSpan(number, start, end, end))
             continue
         if not isinstance(args.get("tf_type"), str) or not isinstance(args.get("tf_op"), str):
-            raise TraceFormatError(f"{source}: op event {ev.get('name')!r} lacks tf_op/tf_type", hint=_HINT)
-        tid = tids.setdefault((ev.get("pid"), ev.get("tid")), len(tids))
+            raise TraceFormatError(f"{source}: op event {quoted(ev.get('name'))} lacks tf_op/tf_type", hint=_HINT)
+        tid = tids.setdefault((repr(ev.get("pid")), repr(ev.get("tid"))), len(tids))
         rows.append((args["tf_op"], args["tf_type"], start, end, tid))
     rows.sort(key=lambda r: (r[4], r[2], -r[3]))  # per thread, by start; a parent before its child
     depth, self_ns = nesting([r[2] for r in rows], [r[3] for r in rows], [r[4] for r in rows])
-    cols = {"name": np.array([r[0] for r in rows], dtype=object),
-            "type": np.array([r[1] for r in rows], dtype=object),
+    clean = {n: clean_name(n) for r in rows for n in r[:2]}  # once per distinct name
+    cols = {"name": np.array([clean[r[0]] for r in rows], dtype=object),
+            "type": np.array([clean[r[1]] for r in rows], dtype=object),
             "start": np.array([r[2] for r in rows], dtype=np.int64),
             "end": np.array([r[3] for r in rows], dtype=np.int64),
             "self": np.array(self_ns, dtype=np.int64), "depth": np.array(depth, dtype=np.int64),
@@ -146,20 +166,24 @@ def _row_flops(ops: dict, shapes: dict | None, flops_of, precision_of, source: s
         if kind not in TF_TO_ATEN:
             continue
         mapped += 1
-        node = shape_node(str(ops["name"][i]), kind, shapes or {})
-        if node is None:
-            continue
-        if not _static(node):
-            continue  # a dimension unknown at trace time (-1 or unknown rank): FLOPs stay NaN
-        t = aten_type(str(node.get("dtype", "")))
         try:
-            aten = TF_TO_ATEN[kind](node, t)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise TraceFormatError(f"{source}: malformed shape record for {ops['name'][i]!r} ({exc})") from None
-        if aten is None:
+            aten = _node_atens(str(ops["name"][i]), kind, shapes or {})
+        except _NODE_ERRORS as exc:
+            raise TraceFormatError(f"{source}: malformed shape record for {quoted(ops['name'][i])} "
+                                   f"({quoted(str(exc), 100)})") from None
+        if not aten:
             continue
         values = [flops_of(a) for a in aten]
-        flops[i] = math.nan if any(v is None for v in values) else float(sum(values))
+        total = math.nan if any(v is None for v in values) else float(sum(values))
+        flops[i] = total if math.isfinite(total) and total >= 0 else math.nan
         precision[i] = precision_of(aten[0].input_types)
         covered += 1
     return flops, precision, covered, mapped
+
+
+def _node_atens(name: str, kind: str, shapes: dict) -> list | None:
+    """The ATen calls of one executed op from its graph node's shapes; None when not known."""
+    node = shape_node(name, kind, shapes)
+    if not isinstance(node, dict) or not _static(node):
+        return None  # no node, or a dimension unknown at trace time (-1 or unknown rank): FLOPs stay NaN
+    return TF_TO_ATEN[kind](node, aten_type(str(node.get("dtype", ""))))

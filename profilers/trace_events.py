@@ -12,55 +12,28 @@ from __future__ import annotations
 import json
 import os
 import re
-import zlib
 from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
 from tbd.errors import TraceFormatError
+from tbd.profilers.trace_files import read_trace_bytes
+from tbd.profilers.trace_names import quoted
 from tbd.records import StepSpan
 
-_STEP = re.compile(r"ProfilerStep#(\d+)$")
+__all__ = ["read_trace_bytes", "read_json_trace", "trace_events", "step_number", "us_to_ns", "event_ns", "column",
+           "step_window", "step_numbers", "nesting", "int_value", "TIME_MIN_NS", "TIME_MAX_NS", "DUR_MAX_NS",
+           "NO_STEPS_NOTE"]
+
+# At most 18 digits: a step number must fit int64 (and `int` refuses 4,300+ digit strings).
+_STEP = re.compile(r"ProfilerStep#(\d{1,18})$")
+#: Event times and durations (ns) a trace may hold: within these, a start plus a duration and the
+#: difference of any two ends stay inside int64 (2^63), so no end or window length wraps around.
+#: 2^62 ns is the year 2116 on the Unix epoch Kineto uses; 2^61 ns are 73 years.
+TIME_MIN_NS = -(1 << 60)
+TIME_MAX_NS = 1 << 62
+DUR_MAX_NS = 1 << 61
 NO_STEPS_NOTE = "no ProfilerStep spans: the whole trace is the window"
-
-
-def read_trace_bytes(path: str | os.PathLike) -> bytes:
-    """A trace file's text, gunzipped when it is gzip (by content, not name).
-
-    Raises:
-        TraceFormatError: unreadable, or truncated or garbage gzip.
-    """
-    name = os.fspath(path)
-    try:
-        with open(name, "rb") as handle:
-            raw = handle.read()
-        return _gunzip(raw) if raw[:2] == b"\x1f\x8b" else raw
-    except (EOFError, zlib.error) as exc:
-        raise TraceFormatError(f"{name}: truncated or corrupt gzip ({exc})", hint="re-export the trace") from None
-    except OSError as exc:
-        raise TraceFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
-
-
-def _gunzip(data: bytes, chunk: int = 1 << 20) -> bytearray:
-    """Decompress gzip (all members) a megabyte of input at a time into one growing buffer.
-
-    gzip.decompress keeps its own growing output and then copies it out: at a 368 MB trace that
-    is ~300 MB more peak memory than appending each piece to the buffer the decoder then reads.
-    """
-    out = bytearray()
-    start = 0
-    while start < len(data):
-        inflate = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer around deflate
-        pos = start
-        while not inflate.eof:
-            if pos >= len(data):
-                raise EOFError("compressed file ended before the end-of-stream marker")
-            out += inflate.decompress(data[pos:pos + chunk])
-            pos += chunk
-        start = len(data) - len(inflate.unused_data)
-        if not data[start:].strip(b"\0"):
-            break  # trailing zero padding after the last member, as gzip itself tolerates
-    return out
 
 
 def read_json_trace(path: str | os.PathLike, what: str, hint: str) -> dict:
@@ -84,6 +57,10 @@ def read_json_trace(path: str | os.PathLike, what: str, hint: str) -> dict:
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"{name}: corrupt JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
                                hint="the file may be truncated; re-export the trace") from None
+    except RecursionError:
+        raise TraceFormatError(f"{name}: JSON nested too deeply to be {what}", hint=hint) from None
+    except ValueError as exc:  # an integer of 4,300+ digits (Python's int limit)
+        raise TraceFormatError(f"{name}: unreadable JSON ({quoted(str(exc), 80)})", hint=hint) from None
     trace_events(trace, name, what, hint)
     return trace
 
@@ -109,23 +86,51 @@ def step_number(name: str) -> int | None:
 
 
 def us_to_ns(value) -> int:
-    """Microseconds as traces write them (int, Decimal, float) -> exact integer nanoseconds."""
-    if type(value) is int:
+    """Microseconds as traces write them (int, Decimal, float) -> exact integer nanoseconds.
+
+    Raises:
+        TypeError: not a number. ValueError: NaN, an infinity, or beyond 10^20 µs (a Decimal such
+            as 1E+999999999 would otherwise take hours to turn into an int).
+    """
+    if type(value) is int:  # bool is not a time
         return value * 1000
+    if isinstance(value, float):
+        value = Decimal(repr(value))
     if isinstance(value, Decimal):
+        if not value.is_finite() or value.adjusted() > 20:
+            raise ValueError(f"not a time: {value}")
         # scaleb is exact; ties beyond the 3rd decimal round half-even (Kineto writes at most 3).
         return int(value.scaleb(3).to_integral_value())
+    raise TypeError(f"not a number: {quoted(value)}")
+
+
+def int_value(value, low: int = -(1 << 63), high: int = (1 << 63) - 1) -> int | None:
+    """An integer JSON value (int, or an integral Decimal/float) within [low, high]; else None.
+
+    Never converts a huge Decimal exponent (see `us_to_ns`); bools are not integers here.
+    """
+    if type(value) is int:
+        return value if low <= value <= high else None
     if isinstance(value, float):
-        return int(Decimal(repr(value)).scaleb(3).to_integral_value())
-    raise TypeError(f"not a number: {value!r}")
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        value = Decimal(repr(value))
+    if isinstance(value, Decimal):
+        if not value.is_finite() or value.adjusted() > 19 or value != value.to_integral_value():
+            return None
+        return int_value(int(value), low, high)
+    return None
 
 
 def event_ns(value, source: str, what: str) -> int:
-    """One event's microsecond time -> integer ns (exact); not a number -> TraceFormatError."""
+    """One event's microsecond time -> integer ns (exact); not a number or out of range -> TraceFormatError."""
     try:
-        return us_to_ns(value)
-    except TypeError:
-        raise TraceFormatError(f"{source}: malformed {what} event time {value!r}") from None
+        ns = us_to_ns(value)
+    except (TypeError, ValueError, ArithmeticError):  # Decimal("NaN") / "Infinity" raise ValueError
+        raise TraceFormatError(f"{source}: malformed {what} event time {quoted(value)}") from None
+    if not TIME_MIN_NS <= ns < TIME_MAX_NS:
+        raise TraceFormatError(f"{source}: {what} event time {quoted(value)} µs is out of range")
+    return ns
 
 
 def column(events: list, source: str, what: str, get) -> list:

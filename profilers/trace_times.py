@@ -77,7 +77,13 @@ def _fast_ns(texts: list, n: int) -> np.ndarray | None:
 
 
 def _one_ns(text: bytes) -> int | None:
-    """One number's text -> exact ns, or None (not a JSON number, or outside int64 ns)."""
+    """One number's text -> exact ns, or None (not a JSON number, or outside int64 ns).
+
+    Text longer than 64 bytes is no time (int() refuses 4,300+ digits), and neither is a
+    number above 10^20 µs: a Decimal such as 1e999999 would take minutes to become an int.
+    """
+    if len(text) > 64:
+        return None
     point = text.find(b".")
     decimals = len(text) - point - 1 if point >= 0 else 0
     unsigned = text[1:] if text[:1] == b"-" else text
@@ -88,7 +94,7 @@ def _one_ns(text: bytes) -> int | None:
             value = Decimal(text.decode("ascii"))
         except (InvalidOperation, UnicodeDecodeError):
             return None
-        if not value.is_finite():
+        if not value.is_finite() or value.adjusted() > 20:
             return None
         ns = int(value.scaleb(3).to_integral_value())
     return ns if -(2**63) <= ns < 2**63 else None

@@ -71,6 +71,7 @@ def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState,
     if spec.trace_iterations > 0:
         trace_window()
         write_iterations(run_dir, state)
+    state.stage = "gemm"
     progress({"stage": "gemm", "done": 0, "total": 1})
     rundir.atomic_write_json(run_dir / rundir.GEMM, gemm_ceiling())
     progress({"stage": "gemm", "done": 1, "total": 1})

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from tbd.errors import UsageError
 from tbd.profile import KernelRow, Profile
+from tbd.reports.printable import printable
 
 ELLIPSIS = "…"
 NA = "n/a"
@@ -78,17 +79,18 @@ def console_text(console: Console, renderables: Sequence[RenderableType | None])
 
 
 def fmt_pct(value: float | None) -> str:
-    """A percentage as a bare number ("12.3"); tiny non-zero shares keep two significant digits."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """A percentage as a bare number ("12.3"); tiny non-zero shares keep two significant digits, and
+    a figure of 10,000 or more (only ever a flagged above-peak one) is written as "1.2e+05"."""
+    if value is None or not math.isfinite(value):
         return NA
-    if 0 < abs(value) < 0.1:
+    if 0 < abs(value) < 0.1 or abs(value) >= 1e4:
         return f"{value:.2g}"
     return f"{value:.1f}"
 
 
 def fmt_seconds(value: float | None) -> str:
     """A duration in seconds, in the unit that keeps it readable (µs, ms or s)."""
-    if value is None:
+    if value is None or not math.isfinite(value):
         return NA
     if value < 1e-3:
         return f"{value * 1e6:.1f} µs"
@@ -139,7 +141,7 @@ def fit_names(console: Console, build: Callable[[list[str]], Table], names: list
     probe.columns[-1].header = ""  # else a header longer than the empty cells would count as "other"
     others = console.measure(probe).maximum
     budget = max(MIN_NAME_CHARS, console.width - others)
-    return build([shorten_middle(n, budget) for n in names])
+    return build([shorten_middle(printable(n), budget) for n in names])
 
 
 def kernel_noun(profile: Profile) -> str:
@@ -165,7 +167,7 @@ def top_kernels_table(console: Console, profile: Profile, top: int) -> list[Rend
         for row, name in zip(rows, names):
             table.add_row(*(Text(cell) for cell in (
                 str(row.calls), fmt_seconds(row.time_s), fmt_pct(row.time_share_pct), fmt_util(row),
-                row.precision, name)))
+                printable(row.precision), name)))
         return table
 
     caption = Text(f"Time %: share of the summed {noun[:-1]} time in the trace window.\n" + util_caption(rows),
@@ -181,7 +183,7 @@ def low_util_table(console: Console, profile: Profile, top: int) -> list[Rendera
     title = Text(f"Low-utilization long {noun} (the paper's Table V): "
                  f"{len(rows)} of {len(profile.low_util_kernels)}", style="bold")
     if flop.kernel_average_pct is None:
-        threshold = f"{NA} — {flop.reason}" if flop.reason else NA
+        threshold = f"{NA} — {printable(flop.reason)}" if flop.reason else NA
     else:
         threshold = f"{fmt_pct(flop.kernel_average_pct)} % ({flop.source})"
     window = fmt_window(profile.iterations.trace_window) if profile.iterations else NA

@@ -7,6 +7,7 @@ from typing import Any
 from rich.text import Text
 
 from tbd.reports.kernels_table import NA, console_text, fmt_pct, fmt_seconds, new_console, plain_table
+from tbd.reports.printable import printable
 
 RANKS_SCHEMA = "tbd.ranks/1"
 
@@ -33,7 +34,7 @@ def render_ranks(ranks, *, width: int = 120, color: bool | None = False) -> str:
         gpu = (p.environment.get("gpu") or {}).get("name") or NA
         steps = str(len(p.iterations.times_s)) if p.iterations else NA
         table.add_row(*(Text(c) for c in (
-            NA if r.rank is None else str(r.rank), r.trace.name, str(gpu), steps,
+            NA if r.rank is None else str(r.rank), printable(r.trace.name), printable(gpu), steps,
             fmt_seconds(m.flop_util_pct.busy_s), fmt_pct(m.gpu_busy_pct.value), fmt_pct(m.flop_util_pct.value),
             fmt_pct(m.flop_util_pct.unattributed_busy_pct))))
     caption = Text("Each rank's trace analysed on its own (`tbd analyze TRACE` gives one in full); n/a: see that "

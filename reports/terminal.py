@@ -9,6 +9,7 @@ figure prints as "n/a — <reason>".
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich import box
@@ -28,17 +29,20 @@ from tbd.reports.kernels_table import (
     new_console,
     plain_table,
     render_kernels,
+    shorten_middle,
     top_kernels_table,
 )
+from tbd.reports.printable import printable
 
 LOUD = "bold white on red"
+_GAP_NAME_CHARS = 60
 _BYTE_UNITS = ((1 << 30, "GiB", 2), (1 << 20, "MiB", 1), (1 << 10, "KiB", 1))
 _FLOP_UNITS = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"))
 
 
 def fmt_bytes(value: int | None) -> str:
     """Bytes in binary units (GiB, MiB, KiB, B)."""
-    if value is None:
+    if value is None or not math.isfinite(value):
         return NA
     for size, unit, digits in _BYTE_UNITS:
         if abs(value) >= size:
@@ -48,7 +52,7 @@ def fmt_bytes(value: int | None) -> str:
 
 def fmt_flops(value: float | None, suffix: str = "FLOP/s") -> str:
     """A FLOP count or rate with a decimal prefix, e.g. "66.9 TFLOP/s"."""
-    if value is None:
+    if value is None or not math.isfinite(value):
         return NA
     for size, prefix in _FLOP_UNITS:
         if abs(value) >= size:
@@ -58,11 +62,13 @@ def fmt_flops(value: float | None, suffix: str = "FLOP/s") -> str:
 
 def _fmt_rate(value: float) -> str:
     # At least three significant digits: 5.43 images/s, 1,843.2 sentences/s.
+    if not math.isfinite(value):
+        return NA
     return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.1f}"
 
 
 def _na(reason: str | None) -> str:
-    return f"{NA} — {reason}" if reason else NA
+    return f"{NA} — {printable(reason)}" if reason else NA
 
 
 def _header(profile: Profile) -> list[RenderableType]:
@@ -72,10 +78,10 @@ def _header(profile: Profile) -> list[RenderableType]:
     batch = spec.get("batch")
     # A profile made by `tbd analyze` names the trace it read instead of a run.
     line = Text("tbd analyze · " if spec.get("trace") else "tbd profile · ", style="bold")
-    line.append(" · ".join([f"{spec.get('model', NA)} ({spec.get('framework', NA)})",
-                            f"batch {batch if batch is not None else NA}", str(spec.get("precision", NA))]))
+    line.append(printable(" · ".join([f"{spec.get('model', NA)} ({spec.get('framework', NA)})",
+                                      f"batch {batch if batch is not None else NA}", str(spec.get("precision", NA))])))
     line.append(" · ")
-    device = Text(f"device: {spec.get('device', NA)} — {gpu.get('name') or cpu.get('model') or NA}")
+    device = Text(printable(f"device: {spec.get('device', NA)} — {gpu.get('name') or cpu.get('model') or NA}"))
     if profile.status != PARTIAL:
         line.append(profile.status)
         return [line, device]
@@ -83,7 +89,7 @@ def _header(profile: Profile) -> list[RenderableType]:
     # DESIGN.md: a partial profile "says why in notes". tbd/collect.py puts it first as "partial: <why>";
     # other writers may not prefix it, so the first note stands in for the reason then.
     why = [n[len("partial:"):].strip() for n in profile.notes if n.lower().startswith("partial:")]
-    reason = (why or profile.notes or ["no reason recorded"])[0]
+    reason = printable((why or profile.notes or ["no reason recorded"])[0])
     banner = Text(f"!! PARTIAL RUN: {reason}. Figures cover only what was gathered before it stopped. !!",
                   style=LOUD)
     return [line, banner, device]
@@ -126,7 +132,7 @@ def _peak_detail(flop: FlopUtil) -> str:
             else _na(flop.hardware_peak_reason)
         return f"{used}; hardware model {hw}"
     if flop.peak_source == "gpu_table":
-        return f"GPU table: {flop.peak_formula}" if flop.peak_formula else "GPU table"
+        return f"GPU table: {printable(flop.peak_formula)}" if flop.peak_formula else "GPU table"
     if flop.peak_source == "user":
         return "given with --peak-flops"
     ceiling = fmt_flops(flop.measured_ceiling_flops)
@@ -141,8 +147,8 @@ def _metrics(profile: Profile) -> list[RenderableType]:
     table.add_column("Value", justify="right", no_wrap=True)
     table.add_column("Detail")
     tp = m.throughput
-    also = ", ".join(f"{_fmt_rate(v)} {unit}" for unit, v in tp.also.items())
-    table.add_row("Throughput", f"{_fmt_rate(tp.value)} {tp.unit}" if tp.value is not None else NA,
+    also = printable(", ".join(f"{_fmt_rate(v)} {unit}" for unit, v in tp.also.items()))
+    table.add_row("Throughput", printable(f"{_fmt_rate(tp.value)} {tp.unit}") if tp.value is not None else NA,
                   _na(tp.reason) if tp.value is None else (f"also {also}" if also else "timing window"))
     rows: list[tuple[str, Value, str]] = [
         ("GPU busy", m.gpu_busy_pct, "kernel-interval union / wall time"),
@@ -182,12 +188,15 @@ def _flop_gap_rows(gaps: NoFlopFormula | None) -> list[tuple[str, str, str]]:
         return []
     rows = []
     for gap in gaps.causes:
-        detail = gap.detail
+        detail = printable(gap.detail)
         if gap.cause == "communication" and gaps.communication_overlap_pct is not None:
             detail += f"; {fmt_pct(gaps.communication_overlap_pct)} % of their time overlaps other kernels"
         elif gap.cause in ("no_formula", "shapes_not_recorded", "shapes_unreadable") and gap.ops:
-            detail += ": " + ", ".join(f"{o['name']} {fmt_pct(o['pct'])} %" for o in gap.ops)
-        rows.append((_GAP_LABELS.get(gap.cause, f"· {gap.cause}"), f"{fmt_pct(gap.pct)} %", detail))
+            # Op names shortened: this cell wraps, and a name thousands of characters long would fill screens.
+            detail += ": " + ", ".join(f"{shorten_middle(printable(o['name']), _GAP_NAME_CHARS)} {fmt_pct(o['pct'])} %"
+                                       for o in gap.ops)
+        label = _GAP_LABELS.get(gap.cause, f"· {shorten_middle(printable(gap.cause), _GAP_NAME_CHARS)}")
+        rows.append((label, f"{fmt_pct(gap.pct)} %", detail))
     return rows
 
 
@@ -213,7 +222,7 @@ def _memory(mem: Memory) -> list[RenderableType]:
     for name, reason in mem.reasons.items():
         # A reason may also qualify a figure that exists (e.g. at_peak); "n/a" only where it is null.
         null = name in names and getattr(mem, name, None) is None
-        out.append(Text(f"  {name.replace('_', ' ')}: {_na(reason) if null else reason}"))
+        out.append(Text(printable(f"  {name.replace('_', ' ')}: {_na(reason) if null else reason}")))
     return out + _torch_memory(mem.cross_check)
 
 
@@ -237,17 +246,17 @@ def _torch_memory(cross: dict[str, Any] | None) -> list[RenderableType]:
     table.add_column("Own peak", justify="right")
     table.add_column("At torch's peak", justify="right", footer=fmt_bytes(cross.get("total_peak_bytes")))
     for name, peak in peaks.items():
-        ours = str(maps_to.get(name, "—")).replace("_", " ")
-        table.add_row(name, ours, fmt_bytes(peak), fmt_bytes(at_peak.get(name)))
-    title = Text(f"PyTorch memory profiler cross-check (device {cross.get('device', NA)}, torch's categories)",
-                 style="bold")
+        ours = printable(str(maps_to.get(name, "—")).replace("_", " "))
+        table.add_row(Text(printable(name)), Text(ours), fmt_bytes(peak), fmt_bytes(at_peak.get(name)))
+    title = Text(printable(f"PyTorch memory profiler cross-check (device {cross.get('device', NA)}, torch's "
+                           "categories)"), style="bold")
     return [None, title, table]
 
 
 def _notes(profile: Profile) -> list[RenderableType]:
     if not profile.notes:
         return []
-    return [Text("Notes", style="bold"), *(Text(f"  - {note}") for note in profile.notes)]
+    return [Text("Notes", style="bold"), *(Text(f"  - {printable(note)}") for note in profile.notes)]
 
 
 def render_profile(profile: Profile, *, width: int = 100, color: bool | None = False, top: int = 10) -> str:

@@ -12,6 +12,7 @@ records and analysis as `tbd profile`, so the Profile (and run directory) has th
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import tempfile
@@ -20,7 +21,9 @@ from typing import Any, Callable
 
 from tbd import rundir
 from tbd.collect import profile_from_run_dir
+from tbd.errors import TbdError, UsageError
 from tbd.models.base import Workload
+from tbd.orchestrate import prepare_run_dir
 from tbd.profile import PARTIAL, Profile
 from tbd.profilers.loop import LoopState
 from tbd.records import RunSpec
@@ -32,7 +35,7 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
                  throughput_unit: str = "samples/s", units_per_step: dict[str, float] | None = None,
                  device: str = "auto", warmup: int | None = None, iterations: int = 20,
                  trace_iterations: int = 3, max_seconds: float = 600.0,
-                 out: str | os.PathLike | None = None, progress: bool = False) -> Profile:
+                 out: str | os.PathLike | None = None, progress: bool = False, force: bool = False) -> Profile:
     """Profile `step` (one full training iteration: forward, backward, optimizer update).
 
     Args:
@@ -45,20 +48,29 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
         warmup: fixed warm-up iterations; None detects the end of warm-up.
         iterations, trace_iterations: timing- and trace-window lengths.
         out: run directory to write (profile.json, iterations.json, trace.json.gz); None keeps
-            nothing on disk.
+            nothing on disk. A folder that is not empty is refused unless `force` and it holds a
+            previous tbd run, which is then replaced.
         progress: show progress bars on stderr.
+        force: replace a previous run in `out`.
     Returns:
         The Profile; `status` is "partial" if the loop was interrupted (KeyboardInterrupt is
+        re-raised after the partial profile is written) or the step raised (the exception is
         re-raised after the partial profile is written).
+    Raises:
+        UsageError: an argument out of range (checked before anything runs), or `out` taken.
     """
+    _check_arguments(step, samples_per_step, warmup, iterations, trace_iterations, max_seconds)
     # PyTorch and its hook are imported on the first call, not with `import tbd`: reading profiles
     # (tbd.load_profile) needs no framework.
     from tbd.profilers.pytorch import HOOK
 
     spec = RunSpec(model=name, framework="pytorch", batch=samples_per_step, device=device, warmup=warmup,
                    iterations=iterations, trace_iterations=trace_iterations, max_seconds=max_seconds)
-    run_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="tbd-api-"))
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if out is not None:
+        run_dir = Path(out)
+        prepare_run_dir(run_dir, force)
+    else:
+        run_dir = Path(tempfile.mkdtemp(prefix="tbd-api-"))
     try:
         dev = HOOK.device(device)
         rundir.atomic_write_json(run_dir / rundir.SPEC,
@@ -73,7 +85,10 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
             with ctx:
                 HOOK.run_workload(workload, spec, run_dir, dev, state, sink)
         except KeyboardInterrupt:
-            _keep_partial(run_dir, state, "interrupted by the user")
+            _keep_partial(run_dir, state, "interrupted", f"interrupted by the user during {state.stage}")
+            raise
+        except Exception as exc:
+            _keep_partial(run_dir, state, "crash", f"the step raised {type(exc).__name__} during {state.stage}: {exc}")
             raise
         rundir.atomic_write_json(run_dir / rundir.STATUS, {"state": "complete", "stage": state.stage, "message": ""})
         profile = profile_from_run_dir(run_dir)
@@ -85,11 +100,32 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
             shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def _keep_partial(run_dir: Path, state: LoopState, why: str) -> None:
+def _keep_partial(run_dir: Path, state: LoopState, kind: str, why: str) -> None:
+    """The iterations so far and a partial profile.json; a run too short for a profile keeps its raw files."""
     rundir.atomic_write_json(run_dir / rundir.ITERATIONS,
                              {**rundir.iteration_log_to_json(state.iteration_log()), "notes": state.notes})
-    rundir.atomic_write_json(run_dir / rundir.STATUS, {"state": "interrupted", "stage": state.stage, "message": why})
-    rundir.atomic_write_json(run_dir / rundir.PROFILE, profile_from_run_dir(run_dir, status=PARTIAL).to_dict())
+    rundir.atomic_write_json(run_dir / rundir.STATUS, {"state": kind, "stage": state.stage, "message": why})
+    try:
+        profile = profile_from_run_dir(run_dir, status=PARTIAL)
+    except TbdError:
+        return
+    rundir.atomic_write_json(run_dir / rundir.PROFILE, profile.to_dict())
+
+
+def _check_arguments(step, samples_per_step, warmup, iterations, trace_iterations, max_seconds) -> None:
+    """Every argument in range, before anything runs (UsageError names the first that is not)."""
+    if not callable(step):
+        raise UsageError(f"step must be callable, got {type(step).__name__}")
+    checks = [("samples_per_step", samples_per_step, False, 0), ("max_seconds", max_seconds, False, 0),
+              ("iterations", iterations, True, 1), ("trace_iterations", trace_iterations, True, 0)]
+    if warmup is not None:
+        checks.append(("warmup", warmup, True, 0))
+    for name, value, integer, low in checks:
+        kind = int if integer else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+            raise UsageError(f"{name} must be a finite {'integer' if integer else 'number'}, got {value!r}")
+        if (integer and value < low) or (not integer and value <= low):
+            raise UsageError(f"{name} must be {'at least' if integer else 'above'} {low}, got {value!r}")
 
 
 def _progress(enabled: bool):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import traceback
 
 from tbd import __version__
 from tbd.commands import analyze, env, gpus, kernels, profile, report, suite
-from tbd.errors import TbdError
+from tbd.errors import TbdError, UsageError
 
 COMMANDS = {
     "profile": (profile, "run a suite workload and report throughput, utilization, memory and kernels"),
@@ -22,8 +23,15 @@ COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported as tbd reports every error: one line, exit code 2."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {message}", hint=f"see `{self.prog} --help`")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tbd", description="Profile deep-learning training (the TBD suite).")
+    parser = _Parser(prog="tbd", description="Profile deep-learning training (the TBD suite).")
     parser.add_argument("--version", action="version", version=f"tbd {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -37,14 +45,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: returns the exit code (0 ok, 2 usage, 3 OOM, 4 crash, 130 interrupted)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
+        args = parser.parse_args(argv)
         return args.handler(args)
     except TbdError as exc:
-        if args.debug:
+        if debug:
             traceback.print_exc()
         sys.stderr.write(f"tbd: error: {exc.one_line()}\n")
         return exc.exit_code
+    except OSError as exc:  # a path that cannot be written or read: say which, and why
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write(f"tbd: error: {_os_error(exc)}\n")
+        return 5 if exc.errno == errno.ENOSPC else 1
     except KeyboardInterrupt:
         sys.stderr.write("tbd: interrupted\n")
         return 130
@@ -53,6 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         # interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _os_error(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename else ""
+    if exc.errno == errno.ENOSPC:
+        return f"{where}no space left on the device (hint: free some space; files already written are kept)"
+    return f"{where}{exc.strerror or exc}"
 
 
 if __name__ == "__main__":

@@ -8,8 +8,11 @@ here; nothing here computes a metric.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -23,6 +26,7 @@ from tbd.analysis.precision import kernel_precisions
 from tbd.errors import ResultFormatError, UsageError
 from tbd.profile import COMPLETE, PARTIAL, Memory, Profile
 from tbd.profilers import kineto, mxnet_trace, tensorflow_trace
+from tbd.profilers.trace_names import clean_name
 from tbd.records import TraceRecords
 
 #: How the trace is read (its path, the run directory) and memory split, per framework.
@@ -31,12 +35,12 @@ _MemoryBreakdown = Callable[[dict | None, TraceRecords | None, dict | None], Mem
 
 
 def _read_kineto(path: Path, run_dir: Path) -> TraceRecords:
-    return _kineto_records(kineto.read_trace_file(path), str(path))
+    return _kineto_records(kineto.read_trace_file(path), str(path), recorded_by_tbd=True)
 
 
-def _kineto_records(trace: kineto.KinetoTrace, source: str) -> TraceRecords:
+def _kineto_records(trace: kineto.KinetoTrace, source: str, recorded_by_tbd: bool = False) -> TraceRecords:
     return kineto.trace_records(trace, source=source, flops_of=op_flops, precision_of=precision_of,
-                                kernel_precisions=kernel_precisions)
+                                kernel_precisions=kernel_precisions, recorded_by_tbd=recorded_by_tbd)
 
 
 def _read_mxnet(path: Path, run_dir: Path) -> TraceRecords:
@@ -141,7 +145,12 @@ def profile_from_trace(path: str | os.PathLike, *, peak_flops: float | None = No
 
     The trace says nothing about the device's clock, the batch or the host's CPU counters: those
     figures are null with a reason unless given (`peak_flops`, `sm_clock_mhz`, `samples_per_step`).
+
+    Raises:
+        UsageError: an option given is not a finite positive number.
+        TraceFormatError: the trace cannot be read (profilers.kineto says which).
     """
+    _check_options(peak_flops, sm_clock_mhz, samples_per_step)
     return _profile_of_kineto(kineto.read_trace_file(path), Path(path), peak_flops=peak_flops,
                               sm_clock_mhz=sm_clock_mhz, samples_per_step=samples_per_step)
 
@@ -210,6 +219,7 @@ def profiles_from_trace_folder(folder: str | os.PathLike, **options: Any) -> lis
     Each one as `profile_from_trace` with `options`; ordered by rank. The rank is the trace's
     `distributedInfo.rank`, else a number after "rank" in the file name.
     """
+    _check_options(options.get("peak_flops"), options.get("sm_clock_mhz"), options.get("samples_per_step"))
     folder = Path(folder)
     files = trace_files(folder)
     if not files:
@@ -238,29 +248,74 @@ def run_dir_of_trace(path: Path) -> Path | None:
 
 
 def _device_properties(raw: dict[str, Any]) -> dict[str, Any] | None:
-    """The first GPU's properties as Kineto records them (no clock: Kineto does not write it)."""
+    """The first GPU's properties as Kineto records them (no clock: Kineto does not write it).
+
+    A field of the wrong type or out of range (a corrupt trace) is left out, as if not recorded.
+    """
     props = raw.get("deviceProperties")
     if not isinstance(props, list) or not props or not isinstance(props[0], dict):
         return None
     p = props[0]
-    if "computeMajor" not in p and "name" not in p:
+    name = p.get("name") if isinstance(p.get("name"), str) else None
+    major, minor = _small_int(p.get("computeMajor"), 100), _small_int(p.get("computeMinor", 0), 100)
+    if major is None and name is None:
         return None
-    name = p.get("name")
-    cc = [int(p["computeMajor"]), int(p.get("computeMinor", 0))] if "computeMajor" in p else None
+    name = None if name is None else clean_name(name[:200])
+    cc = [major, minor] if major is not None and minor is not None else None
     # ROCm traces say "AMD ..." in the name and a CUDA-style capability (an MI250 reports 9.0) or
     # a warp of 64 lanes; the GPU table never looks those up as NVIDIA parts.
-    amd = isinstance(name, str) and "amd" in name.lower() or p.get("warpSize") == 64
-    return {"name": name, "vendor": "amd" if amd else "nvidia", "index": p.get("id", 0),
-            "compute_capability": cc, "sm_count": p.get("numSms"), "memory_bytes": p.get("totalGlobalMem"),
-            "max_sm_clock_hz": None}
+    amd = name is not None and "amd" in name.lower() or p.get("warpSize") == 64
+    return {"name": name, "vendor": "amd" if amd else "nvidia", "index": _small_int(p.get("id", 0), 1 << 16) or 0,
+            "compute_capability": cc, "sm_count": _small_int(p.get("numSms"), 1 << 20),
+            "memory_bytes": _small_int(p.get("totalGlobalMem"), 1 << 60), "max_sm_clock_hz": None}
+
+
+def _small_int(value: Any, limit: int) -> int | None:
+    """`value` when it is an int in [0, limit), else None (bools and strings are not counts)."""
+    return value if type(value) is int and 0 <= value < limit else None
+
+
+def _check_options(peak_flops: float | None, sm_clock_mhz: float | None, samples_per_step: float | None) -> None:
+    """Each option given is a finite positive number (argparse's float() accepts "nan" and "-inf")."""
+    for flag, value in (("--peak-flops", peak_flops), ("--sm-clock-mhz", sm_clock_mhz),
+                        ("--samples-per-step", samples_per_step)):
+        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number, got {value!r}")
+
+
+#: profile.json holds at most a few hundred kernel rows: a few MB. Anything far larger is not one.
+MAX_PROFILE_BYTES = 256 << 20
 
 
 def load_profile(path: str | os.PathLike) -> Profile:
-    """Load profile.json (or RUN_DIR/profile.json), validated."""
+    """Load profile.json (or RUN_DIR/profile.json), validated.
+
+    Raises:
+        ResultFormatError: no such file, not a regular file (a directory named profile.json, a
+            FIFO), larger than MAX_PROFILE_BYTES, not JSON, or not a valid profile (the key named).
+    """
     path = Path(path)
     if path.is_dir():
         path = path / rundir.PROFILE
-    if not path.exists():
-        raise ResultFormatError(f"{path}: no profile.json here",
-                                hint="give a run directory written by `tbd profile` or its profile.json")
-    return Profile.from_dict(rundir.read_json(path, "tbd profile"))
+    hint = "give a run directory written by `tbd profile` or its profile.json"
+    try:
+        info = os.stat(path)
+    except OSError:
+        raise ResultFormatError(f"{path}: no profile.json here", hint=hint) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ResultFormatError(f"{path}: not a regular file", hint=hint)
+    if info.st_size > MAX_PROFILE_BYTES:
+        raise ResultFormatError(f"{path}: {info.st_size:,} bytes is far too large for a profile.json", hint=hint)
+    return Profile.from_dict(_read_profile_json(path))
+
+
+def _read_profile_json(path: Path) -> Any:
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read(MAX_PROFILE_BYTES + 1))
+    except OSError as exc:
+        raise ResultFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except RecursionError:
+        raise ResultFormatError(f"{path}: not a tbd profile (JSON nested too deeply)") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ResultFormatError(f"{path}: not valid JSON (tbd profile): {str(exc)[:200]}") from None

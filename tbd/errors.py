@@ -47,6 +47,16 @@ class ResultFormatError(TbdError):
 
 
 class InterruptedRun(TbdError):
-    """The user pressed Ctrl-C; what was gathered is kept and marked partial."""
+    """The user pressed Ctrl-C (or sent SIGTERM); what was gathered is kept and marked partial."""
 
     exit_code = 130
+
+    def __init__(self, message: str, hint: str | None = None, exit_code: int = 130):
+        super().__init__(message, hint)
+        self.exit_code = exit_code  # 130 for SIGINT, 143 for SIGTERM
+
+
+class DiskFullError(TbdError):
+    """The device ran out of space while tbd wrote results; what was written is kept and named."""
+
+    exit_code = 5

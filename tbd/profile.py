@@ -8,9 +8,10 @@ Never pickle.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from tbd import profile_checks as c
 from tbd.errors import ResultFormatError
 
 SCHEMA = "tbd.profile/1"
@@ -183,41 +184,84 @@ def _require(data: Any, key: str, kind: type | tuple[type, ...], where: str) -> 
     return value
 
 
-_NUM = (int, float)
-_OPT_NUM = (int, float, type(None))
-_OPT_STR = (str, type(None))
+_BYTES = c.integer(null=True)
+_VALUE = {"value": c.pct(null=True), "reason": c.text(null=True)}
+_KERNEL_ROW = {"name": c.text(), "calls": c.integer(), "time_s": c.number(), "time_share_pct": c.pct(null=True),
+               "flops": c.number(null=True), "flop_source": c.text(null=True), "precision": c.text(),
+               "util_pct": c.number(null=True), "util_note": c.text(null=True)}
+_FLOP_UTIL = {
+    "value": c.pct(null=True), "reason": c.text(null=True), "source": c.text(), "peak_flops": c.number(null=True),
+    "peak_source": c.text(), "hardware_peak_flops": c.number(null=True), "hardware_peak_reason": c.text(null=True),
+    "measured_ceiling_flops": c.number(null=True), "flops": c.number(null=True), "busy_s": c.number(null=True),
+    "unattributed_busy_pct": c.pct(null=True), "kernel_average_pct": c.pct(null=True),
+    "peak_formula": c.text(null=True), "peaks_by_precision": c.mapping(c.number(), null=True)}
+_CROSS_CHECK = {"peak_bytes": c.mapping(_BYTES, null=True), "at_peak": c.mapping(_BYTES, null=True),
+                "maps_to": c.mapping(c.text(), null=True), "total_peak_bytes": _BYTES, "reason": c.text(null=True),
+                "device": c.label(null=True)}
+_MEMORY = {**{cat: _BYTES for cat in MEMORY_CATEGORIES}, "allocator_peak": _BYTES,
+           "at_peak": c.mapping(_BYTES), "reasons": c.mapping(c.text()), "cross_check": c.obj(null=True)}
+_ITERATIONS = {"warmup": c.integer(), "warmup_s": c.number(), "warmup_detected": c.flag(), "stable": c.flag(null=True),
+               "timing_window": c.items(c.integer(), null=True), "trace_window": c.items(c.integer(), null=True),
+               "times_s": c.items(c.number()), "source": c.text(null=True),
+               "step_numbers": c.items(c.integer(), null=True)}
+#: The keys of the free-form spec and environment that renderers print.
+_SPEC = {"model": c.text(null=True), "framework": c.text(null=True), "precision": c.text(null=True),
+         "device": c.text(null=True), "trace": c.text(null=True), "batch": c.integer(null=True)}
+_DEVICE = {"gpu": c.obj(null=True), "cpu": c.obj(null=True)}
+_DEVICE_NAMES = {"name": c.text(null=True), "model": c.text(null=True)}
 
 
-def _build(cls: type, data: Any, where: str, types: dict[str, tuple]) -> Any:
-    if not isinstance(data, dict):
-        raise ResultFormatError(f"profile key '{where.rstrip('.')}' is not an object")
-    kwargs = {}
-    for name, kind in types.items():
-        if name in data or type(None) not in (kind if isinstance(kind, tuple) else (kind,)):
-            kwargs[name] = _require(data, name, kind, where)
-    return cls(**kwargs)
+def _make(cls: type, values: dict[str, Any]) -> Any:
+    """`cls(**values)`, a nullable field that was absent and has no default given as null."""
+    missing = {f.name: None for f in fields(cls) if f.name not in values and f.default is MISSING
+               and f.default_factory is MISSING}
+    return cls(**values, **missing)
 
 
 def _load_kernel_rows(rows: Any, where: str) -> list[KernelRow]:
     if not isinstance(rows, list):
         raise ResultFormatError(f"profile key '{where}' is not a list")
-    types = {"name": str, "calls": int, "time_s": _NUM, "time_share_pct": _NUM,
-             "flops": _OPT_NUM, "flop_source": _OPT_STR, "precision": str, "util_pct": _OPT_NUM,
-             "util_note": _OPT_STR}
-    return [_build(KernelRow, r, f"{where}[{i}].", types) for i, r in enumerate(rows)]
+    out = [_make(KernelRow, c.fields(r, f"{where}[{i}].", _KERNEL_ROW)) for i, r in enumerate(rows)]
+    for i, row in enumerate(out):
+        if row.util_pct is not None and row.util_pct > 100.0 + c.PCT_SLACK and not row.util_note:
+            raise ResultFormatError(f"profile key '{where}[{i}].util_pct' is {row.util_pct:g} % without a util_note "
+                                    "saying why it exceeds 100")
+    return out
 
 
 def _load_no_flop_formula(data: Any) -> NoFlopFormula | None:
     if data is None:
         return None
     where = "metrics.no_flop_formula."
-    causes = _require(data, "causes", list, where)
-    return NoFlopFormula(
-        pct=_require(data, "pct", _OPT_NUM, where),
-        causes=[_build(FlopGap, c, f"{where}causes[{i}].", {"cause": str, "pct": _NUM, "detail": str, "ops": list})
-                for i, c in enumerate(causes)],
-        communication_overlap_pct=data.get("communication_overlap_pct") if isinstance(
-            data.get("communication_overlap_pct"), _NUM) else None)
+    op = c.Checker(lambda v, k: c.fields(v, k + ".", {"name": c.text(), "pct": c.pct()}), False)
+    gap = {"cause": c.text(), "pct": c.pct(), "detail": c.text(), "ops": c.items(op, null=True)}
+    values = c.fields(data, where, {"pct": c.pct(null=True), "causes": c.seq(),
+                                    "communication_overlap_pct": c.pct(null=True)})
+    values["causes"] = [_make(FlopGap, c.fields(g, f"{where}causes[{i}].", gap)) for i, g in enumerate(values["causes"])]
+    return _make(NoFlopFormula, values)
+
+
+def _load_memory(m: dict) -> Memory:
+    memory = _make(Memory, c.fields(_require(m, "memory_bytes", dict, "metrics."), "metrics.memory_bytes.", _MEMORY))
+    c.known_keys(memory.cross_check, "metrics.memory_bytes.cross_check.", _CROSS_CHECK)
+    return memory
+
+
+def _load_metrics(data: dict) -> Metrics:
+    m = _require(data, "metrics", dict, "")
+    return Metrics(
+        throughput=_make(Throughput, c.fields(_require(m, "throughput", dict, "metrics."), "metrics.throughput.", {
+            "value": c.number(null=True), "unit": c.text(), "also": c.mapping(c.number()),
+            "reason": c.text(null=True)})),
+        gpu_busy_pct=_make(Value, c.fields(_require(m, "gpu_busy_pct", dict, "metrics."), "metrics.gpu_busy_pct.", _VALUE)),
+        gpu_busy_nvml_pct=_make(Value, c.fields(_require(m, "gpu_busy_nvml_pct", dict, "metrics."),
+                                           "metrics.gpu_busy_nvml_pct.", _VALUE)),
+        flop_util_pct=_make(FlopUtil, c.fields(_require(m, "flop_util_pct", dict, "metrics."), "metrics.flop_util_pct.",
+                                          _FLOP_UTIL)),
+        cpu_util_pct=_make(Value, c.fields(_require(m, "cpu_util_pct", dict, "metrics."), "metrics.cpu_util_pct.", _VALUE)),
+        memory_bytes=_load_memory(m),
+        no_flop_formula=_load_no_flop_formula(m.get("no_flop_formula")),
+    )
 
 
 def _load_profile(data: Any) -> Profile:
@@ -225,44 +269,23 @@ def _load_profile(data: Any) -> Profile:
         raise ResultFormatError("profile is not a JSON object")
     schema = data.get("schema")
     if schema != SCHEMA:
-        raise ResultFormatError(f"unknown profile schema {schema!r}, expected {SCHEMA!r}")
+        raise ResultFormatError(f"unknown profile schema {str(schema)[:80]!r}, expected {SCHEMA!r}")
     status = _require(data, "status", str, "")
     if status not in (COMPLETE, PARTIAL):
-        raise ResultFormatError(f"profile status {status!r} is neither complete nor partial")
-    m = _require(data, "metrics", dict, "")
-    value_types = {"value": _OPT_NUM, "reason": _OPT_STR}
-    memory = _require(m, "memory_bytes", dict, "metrics.")
-    metrics = Metrics(
-        throughput=_build(Throughput, _require(m, "throughput", dict, "metrics."), "metrics.throughput.",
-                          {"value": _OPT_NUM, "unit": str, "also": dict, "reason": _OPT_STR}),
-        gpu_busy_pct=_build(Value, _require(m, "gpu_busy_pct", dict, "metrics."), "metrics.gpu_busy_pct.", value_types),
-        gpu_busy_nvml_pct=_build(Value, _require(m, "gpu_busy_nvml_pct", dict, "metrics."),
-                                 "metrics.gpu_busy_nvml_pct.", value_types),
-        flop_util_pct=_build(FlopUtil, _require(m, "flop_util_pct", dict, "metrics."), "metrics.flop_util_pct.", {
-            "value": _OPT_NUM, "reason": _OPT_STR, "source": str, "peak_flops": _OPT_NUM, "peak_source": str,
-            "hardware_peak_flops": _OPT_NUM, "hardware_peak_reason": _OPT_STR,
-            "measured_ceiling_flops": _OPT_NUM, "flops": _OPT_NUM, "busy_s": _OPT_NUM,
-            "unattributed_busy_pct": _OPT_NUM, "kernel_average_pct": _OPT_NUM, "peak_formula": _OPT_STR,
-            "peaks_by_precision": (dict, type(None))}),
-        cpu_util_pct=_build(Value, _require(m, "cpu_util_pct", dict, "metrics."), "metrics.cpu_util_pct.", value_types),
-        memory_bytes=_build(Memory, memory, "metrics.memory_bytes.", {
-            **{c: (int, type(None)) for c in MEMORY_CATEGORIES}, "allocator_peak": (int, type(None)),
-            "at_peak": dict, "reasons": dict, "cross_check": (dict, type(None))}),
-        no_flop_formula=_load_no_flop_formula(m.get("no_flop_formula")),
-    )
+        raise ResultFormatError(f"profile status {status[:80]!r} is neither complete nor partial")
+    metrics = _load_metrics(data)
     it = data.get("iterations")
-    iterations = None if it is None else _build(Iterations, it, "iterations.", {
-        "warmup": int, "warmup_s": _NUM, "warmup_detected": bool, "stable": (bool, type(None)),
-        "timing_window": (list, type(None)), "trace_window": (list, type(None)), "times_s": list,
-        "source": _OPT_STR, "step_numbers": (list, type(None))})
+    spec, environment = _require(data, "spec", dict, ""), _require(data, "environment", dict, "")
+    c.known_keys(spec, "spec.", _SPEC)
+    c.known_keys(environment, "environment.", _DEVICE)
+    for part in ("gpu", "cpu"):
+        c.known_keys(environment.get(part), f"environment.{part}.", _DEVICE_NAMES)
     return Profile(
-        status=status,
-        spec=_require(data, "spec", dict, ""),
-        environment=_require(data, "environment", dict, ""),
-        iterations=iterations,
+        status=status, spec=spec, environment=environment,
+        iterations=None if it is None else _make(Iterations, c.fields(it, "iterations.", _ITERATIONS)),
         metrics=metrics,
         kernels=_load_kernel_rows(_require(data, "kernels", list, ""), "kernels"),
         low_util_kernels=_load_kernel_rows(_require(data, "low_util_kernels", list, ""), "low_util_kernels"),
-        notes=[str(n) for n in _require(data, "notes", list, "")],
-        provenance=data.get("provenance") or {},
+        notes=c.items(c.text())(_require(data, "notes", list, ""), "notes"),
+        provenance=c.obj(null=True)(data.get("provenance"), "provenance") or {},
     )

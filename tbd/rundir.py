@@ -51,6 +51,21 @@ def default_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
     return Path(root) / f"{spec.model}-{spec.framework}-{device}-b{batch}-{stamp}"
 
 
+def new_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
+    """A new, empty run directory named as `default_run_dir`, created now so no other run can take
+    it: a name already taken (two runs started in the same second) gets -2, -3, ... appended."""
+    base = default_run_dir(spec, root)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{base}: 999 runs already started this second")
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` through a temporary file and a rename (never half-written)."""
     path = Path(path)

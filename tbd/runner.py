@@ -5,14 +5,19 @@ from a clean allocator, `nsys`/`ncu`/`torchrun` wrap a process, and an OOM or cr
 workload is reported by the parent with everything gathered so far.
 
 Protocol with the parent: RUN_DIR/spec.json in; raw records out (tbd/rundir.py); progress as JSON
-lines on stdout; the outcome in raw/status.json; exit code 0 complete, 130 interrupted, 3 out of
-memory, 2 usage error, 1 crash (traceback on stderr, which the parent keeps in workload.log).
+lines on stdout; the outcome in raw/status.json; exit code 0 complete, 130 interrupted (SIGINT or
+SIGTERM: the stage's records are saved first), 3 out of memory, 2 usage error, 5 disk full, 1 crash
+(traceback on stderr, which the parent keeps in workload.log). A parent that dies (its end of the
+progress pipe closes) stops the run the same way: what was gathered is saved, marked partial.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import json
+import os
 import resource
 import signal
 import sys
@@ -24,7 +29,7 @@ from tbd.errors import TbdError
 from tbd.profilers.loop import LoopState
 from tbd.records import RunSpec
 
-EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_OOM, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_OOM, EXIT_DISK_FULL, EXIT_INTERRUPTED = 0, 1, 2, 3, 5, 130
 
 # `python -m` and `python -c` put the working directory first on sys.path: a user's folder holding
 # its own `tbd/`, `numpy/` or `torch.py` would shadow the installed ones in the child. The child
@@ -41,9 +46,23 @@ def child_command(python: str, run_dir: Path) -> list[str]:
     return [python, "-c", _SAFE_PATH_MAIN, str(run_dir)]
 
 
+class ParentGone(Exception):
+    """The parent's end of the progress pipe closed: it died (SIGKILL, a crash) mid-run."""
+
+
 def _progress(event: dict) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # ValueError: stdout already closed
+        raise ParentGone from None
+
+
+def _interrupt(signum: int, frame) -> None:
+    """The first SIGINT or SIGTERM stops the run; later ones must not cut the saving short."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def _status(run_dir: Path, state: str, stage: str, message: str = "") -> None:
@@ -56,7 +75,11 @@ def run(run_dir: Path) -> int:
     state = LoopState()
     if spec.memory_limit_bytes:
         # Emulates a host with less memory: allocations beyond the cap fail like a real OOM.
-        resource.setrlimit(resource.RLIMIT_AS, (spec.memory_limit_bytes, spec.memory_limit_bytes))
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (spec.memory_limit_bytes, spec.memory_limit_bytes))
+        except (ValueError, OSError) as exc:
+            _status(run_dir, "usage", "setup", f"cannot cap the address space at {spec.memory_limit_bytes} bytes: {exc}")
+            return EXIT_USAGE
     hook = None
     try:
         # One framework per child: tbd.profilers.<framework> drives the workload and writes raw records.
@@ -67,6 +90,16 @@ def run(run_dir: Path) -> int:
     except KeyboardInterrupt:
         _save_partial(run_dir, state, "interrupted", f"interrupted by the user during {state.stage}")
         return EXIT_INTERRUPTED
+    except ParentGone:
+        _leave_stdout()
+        _save_partial(run_dir, state, "interrupted", f"the tbd parent process exited during {state.stage}")
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            return _crash(run_dir, state, exc)
+        with contextlib.suppress(OSError):  # the disk may have no room for this either
+            _save_partial(run_dir, state, "disk_full", f"no space left on the device during {state.stage}: {exc}")
+        return EXIT_DISK_FULL
     except TbdError as exc:
         _save_partial(run_dir, state, "usage", exc.one_line())
         return EXIT_USAGE
@@ -74,11 +107,21 @@ def run(run_dir: Path) -> int:
         if hook is not None and hook.is_out_of_memory(exc):
             _save_partial(run_dir, state, "oom", f"out of memory during {state.stage}: {str(exc).splitlines()[0]}")
             return EXIT_OOM
-        traceback.print_exc()
-        _save_partial(run_dir, state, "crash", f"{type(exc).__name__} during {state.stage}: {exc}")
-        return EXIT_CRASH
+        return _crash(run_dir, state, exc)
     _status(run_dir, "complete", state.stage)
     return EXIT_OK
+
+
+def _crash(run_dir: Path, state: LoopState, exc: BaseException) -> int:
+    traceback.print_exc()
+    _save_partial(run_dir, state, "crash", f"{type(exc).__name__} during {state.stage}: {exc}")
+    return EXIT_CRASH
+
+
+def _leave_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's final flush must not fail on the closed pipe."""
+    with contextlib.suppress(OSError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _save_partial(run_dir: Path, state: LoopState, kind: str, message: str) -> None:
@@ -93,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         sys.stderr.write("usage: python -m tbd.runner RUN_DIR\n")
         return EXIT_USAGE
-    # The parent forwards Ctrl-C as SIGINT; make sure it becomes KeyboardInterrupt here too.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The parent forwards Ctrl-C as SIGINT and a SIGTERM as SIGINT too; both stop the run once.
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _interrupt)
     return run(Path(argv[0]))
 
 

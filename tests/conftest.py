@@ -5,7 +5,7 @@
 
 Folders: unit/ (analysis, records, renderers, CLI parsing, packaging), readers/ (trace readers on
 committed real traces), models/<framework>/ (the suite's workloads: sizes, parameter counts,
-training), e2e/ (whole runs). This directory is on sys.path (pytest puts a conftest's folder
+training), e2e/ (whole runs), fuzz/ (hostile inputs: property tests and a mutation corpus). This directory is on sys.path (pytest puts a conftest's folder
 there), so tests import the shared helpers `testpaths` and `param_counts` by name.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 _HERE = Path(__file__).resolve().parent
-_MARKS = {"unit": "unit", "readers": "readers", "models": "models", "e2e": "e2e"}
+_MARKS = {"unit": "unit", "readers": "readers", "models": "models", "e2e": "e2e", "fuzz": "fuzz"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tbd import rundir
 from tbd.collect import profile_from_run_dir, profile_from_trace, profiles_from_trace_folder, run_dir_of_trace
+from tbd.commands.arguments import positive_float, positive_int
 from tbd.commands.common import terminal_width, write
 from tbd.errors import UsageError
 from tbd.reports.ranks import ranks_json, render_ranks
@@ -21,16 +22,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", type=Path, metavar="TARGET",
                    help="Kineto trace (.json or .json.gz) from torch.profiler or its TensorBoard handler; a folder of "
                         "per-rank traces; or a tbd run directory (or its trace.json.gz) of any framework")
-    p.add_argument("--peak-flops", type=float, default=None,
+    p.add_argument("--peak-flops", type=positive_float, default=None,
                    help="FP32 peak FLOP/s of the device that ran the trace, instead of the GPU table's (`tbd gpus`); "
                         "labelled as yours")
-    p.add_argument("--sm-clock-mhz", type=float, default=None,
+    p.add_argument("--sm-clock-mhz", type=positive_float, default=None,
                    help="max SM clock of the NVIDIA GPU in the trace: peaks from compute capability x SMs x this "
                         "clock instead of the GPU table")
-    p.add_argument("--samples-per-step", type=float, default=None,
+    p.add_argument("--samples-per-step", type=positive_float, default=None,
                    help="samples per ProfilerStep, for a throughput over the traced steps")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write a profile.json here")
-    p.add_argument("--top", type=int, default=10, help="kernels shown (default 10)")
+    p.add_argument("--force", action="store_true", help="let --json replace a file already there")
+    p.add_argument("--top", type=positive_int, default=10, help="kernels shown (default 10)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,8 +40,10 @@ def run(args: argparse.Namespace) -> int:
     if not target.exists():
         raise UsageError(f"{target}: no such file or folder", hint="give a .json or .json.gz trace, a folder of "
                                                                   "them, or a tbd run directory")
-    if args.json is not None and args.json.exists():
-        raise UsageError(f"{args.json} exists", hint="choose another --json path; results are never overwritten")
+    if args.json is not None and args.json.is_dir():
+        raise UsageError(f"--json {args.json} is a folder", hint="give a file path, e.g. profile.json")
+    if args.json is not None and args.json.exists() and not args.force:
+        raise UsageError(f"--json {args.json} exists", hint="choose another path, or --force to replace it")
     options = dict(peak_flops=args.peak_flops, sm_clock_mhz=args.sm_clock_mhz, samples_per_step=args.samples_per_step)
     run_dir = run_dir_of_trace(target)
     if run_dir is not None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 
 from tbd.collect import load_profile
+from tbd.commands.arguments import positive_int
 from tbd.commands.common import terminal_width, write
 from tbd.reports.terminal import render_kernels
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run directory or profile.json")
-    p.add_argument("--top", type=int, default=5, help="rows to show (default 5)")
+    p.add_argument("--top", type=positive_int, default=5, help="rows to show (default 5)")
 
 
 def run(args: argparse.Namespace) -> int:

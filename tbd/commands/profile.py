@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from tbd import frameworks, registry, rundir
+from tbd.commands.arguments import memory_gib, nonnegative_int, positive_float, positive_int
 from tbd.commands.common import stderr_console, terminal_width, write
 from tbd.errors import UsageError
 from tbd.orchestrate import profile_run
@@ -17,41 +18,35 @@ from tbd.reports.terminal import render_profile
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help=f"workload: {', '.join(sorted(registry.MODELS))}")
     p.add_argument("--framework", default="pytorch", help=f"one of {', '.join(registry.FRAMEWORKS)} (default pytorch)")
-    p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's own default)")
+    p.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own default)")
     p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N")
     p.add_argument("--size", choices=("full", "test"), default="full",
                    help="full: the paper's architecture; test: a tiny one for quick checks")
-    p.add_argument("--warmup", type=int, default=None,
+    p.add_argument("--warmup", type=nonnegative_int, default=None,
                    help="warm-up iterations (default: detect the end of warm-up automatically)")
-    p.add_argument("--iterations", type=int, default=20, help="iterations in the timing window (default 20)")
-    p.add_argument("--trace-iterations", type=int, default=3, help="iterations in the trace window (default 3)")
-    p.add_argument("--max-seconds", type=float, default=600.0,
+    p.add_argument("--iterations", type=positive_int, default=20, help="iterations in the timing window (default 20)")
+    p.add_argument("--trace-iterations", type=nonnegative_int, default=3, help="iterations in the trace window (default 3)")
+    p.add_argument("--max-seconds", type=positive_float, default=600.0,
                    help="time budget for warm-up plus timing window (default 600)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for the framework (default: its own)")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for the framework (default: its own)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--memory-limit-gib", type=float, default=None,
+    p.add_argument("--memory-limit-gib", type=memory_gib, default=None,
                    help="cap the workload process's address space (RLIMIT_AS), e.g. to find the largest batch "
                         "that fits a host with less memory; CPU runs (CUDA reserves large virtual ranges)")
     p.add_argument("--out", type=Path, default=None,
                    help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>-<time>)")
-    p.add_argument("--peak-flops", type=float, default=None,
+    p.add_argument("--peak-flops", type=positive_float, default=None,
                    help="FP32 peak FLOP/s of the device, instead of the GPU table's (or the CPU model's); labelled "
                         "as yours in the report")
-    p.add_argument("--top", type=int, default=10, help="kernels shown in the report (default 10)")
+    p.add_argument("--top", type=positive_int, default=10, help="kernels shown in the report (default 10)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--force", action="store_true",
+                   help="replace a previous tbd run in --out (a folder without a tbd run is never emptied)")
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     registry.check_framework(args.framework)
     registry.builder_module(args.model, args.framework)  # unknown model/pair -> UsageError now
-    for name in ("batch", "iterations"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name} must be at least 1, got {value}")
-    if args.peak_flops is not None and args.peak_flops <= 0:
-        raise UsageError(f"--peak-flops must be positive, got {args.peak_flops}")
-    if args.trace_iterations < 0 or (args.warmup is not None and args.warmup < 0):
-        raise UsageError("--trace-iterations and --warmup cannot be negative")
     info = registry.model_info(args.model)
     if info.fixed_batch is not None and args.batch not in (None, info.fixed_batch):
         raise UsageError(f"{args.model} fixes its batch at {info.fixed_batch} per iteration, as the TBD paper ran it",
@@ -68,9 +63,14 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
-    run_dir = args.out or rundir.default_run_dir(spec)
+    # A default directory is new and unique (two runs started in the same second get -2, -3, ...).
+    run_dir = Path(args.out) if args.out else rundir.new_run_dir(spec)
     with StageProgress(stderr_console(), enabled=not args.quiet) as progress:
-        profile = profile_run(spec, Path(run_dir), progress)
-    write(render_profile(profile, width=terminal_width(), color=None, top=args.top))
-    write(f"run directory: {run_dir}  (profile.json, iterations.json, trace.json.gz)")
-    return 0
+        outcome = profile_run(spec, run_dir, progress, force=args.force)
+    write(render_profile(outcome.profile, width=terminal_width(), color=None, top=args.top))
+    kept = "partial profile.json, iterations.json" if outcome.exit_code else "profile.json, iterations.json, trace.json.gz"
+    write(f"run directory: {run_dir}  ({kept})")
+    if outcome.exit_code:
+        stderr_console().print(f"tbd: interrupted: partial profile written to {run_dir / rundir.PROFILE}",
+                               highlight=False, markup=False)
+    return outcome.exit_code

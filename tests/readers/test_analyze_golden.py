@@ -123,3 +123,16 @@ def test_an_unknown_gpu_means_null_utilization_naming_it_and_the_flag(tmp_path, 
     fu = json.loads(out.read_text())["metrics"]["flop_util_pct"]
     assert fu["value"] is None and "Synthetic GPU" in fu["reason"] and "--peak-flops" in fu["reason"]
     assert fu["kernel_average_pct"] is None  # no threshold without a peak, not 0 %
+
+
+def test_json_output_never_replaces_a_file_unasked_nor_writes_into_a_folder(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    out.write_text("the user's file")
+    assert main(["analyze", str(FIXTURE), "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exists" in err and "--force" in err
+    assert out.read_text() == "the user's file"
+    assert main(["analyze", str(FIXTURE), "--json", str(out), "--force"]) == 0
+    assert json.loads(out.read_text())["schema"] == "tbd.profile/1"
+    assert main(["analyze", str(FIXTURE), "--json", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

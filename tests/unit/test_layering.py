@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from testpaths import ROOT
 
-CORE = {"tbd.errors", "tbd.records", "tbd.profile", "tbd.rundir"}
+CORE = {"tbd.errors", "tbd.records", "tbd.profile", "tbd.profile_checks", "tbd.rundir"}
 # package -> its folder in the checkout (setup.cfg package_dir)
 FOLDERS = {"tbd.analysis": "analysis", "tbd.models": "models", "tbd.reports": "reports",
            "tbd.profilers": "profilers"}
@@ -32,8 +32,9 @@ ALLOWED = {
     "tbd.reports": ("tbd.reports",),
     "tbd.profilers": ("tbd.profilers", "tbd.analysis", "tbd.models.base"),
 }
-READERS = ("kineto", "kineto_batches", "kineto_columns", "kineto_decode", "kineto_tree", "trace_times",
-           "mxnet_trace", "tensorflow_trace", "mxnet_ops", "mxnet_layer_ops", "tensorflow_ops", "trace_events")
+READERS = ("kineto", "kineto_batches", "kineto_columns", "kineto_decode", "kineto_signatures", "kineto_tree",
+           "trace_times", "mxnet_trace", "tensorflow_trace", "mxnet_ops", "mxnet_layer_ops", "tensorflow_ops",
+           "trace_events", "trace_files", "trace_names")
 
 
 def _module_name(path: Path) -> str:

@@ -90,3 +90,25 @@ def test_timing_window_reads_the_workers_counter():
     run_timing_window(hooks, 3, state, deadline_ns=10**12)
     assert state.timing_window_samples == 3 * (2 + 7)
     assert state.iteration_log().timing_window_samples == 27
+
+
+def test_an_interrupted_timing_window_keeps_its_completed_iterations():
+    c = FakeClock([1000, 1000, 1000], sync_ns=500)
+    steps = {"n": 0}
+
+    def step():
+        steps["n"] += 1
+        if steps["n"] == 4:
+            raise KeyboardInterrupt  # the fourth iteration is cut short
+        c.step()
+
+    state = LoopState()
+    hooks = LoopHooks(step=step, synchronize=c.synchronize, clock=c.clock)
+    try:
+        run_timing_window(hooks, 10, state, deadline_ns=10**12)
+    except KeyboardInterrupt:
+        pass
+    assert state.timing_window == (0, 2)
+    # three steps and the drain of the final synchronisation; the times add up to the window
+    assert state.timing_window_ns == 3 * 1000 + 500 == sum(state.times_ns)
+    assert "cut to 3 of 10 iterations by an interrupt" in state.notes[0]
