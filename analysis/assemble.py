@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from tbd.analysis import flop_gaps, ranking, stability, utilization
+from tbd.analysis import flop_gaps, kernel_rows, ranking, stability, utilization
 from tbd.analysis.peaks import PeakModel
-from tbd.profile import COMPLETE, FlopUtil, Iterations, KernelRow, Memory, Metrics, Profile, Throughput, Value
+from tbd.profile import COMPLETE, Bandwidth, FlopUtil, Iterations, Memory, Metrics, Profile, Throughput, Value
 from tbd.records import CpuSample, IterationLog, NvmlSample, StepSpan, TraceRecords
 
 
@@ -177,27 +177,41 @@ def util_note(g: ranking.KernelGroup, peaks: PeakModel) -> str | None:
     return "no time"
 
 
-def _kernel_row(g: ranking.KernelGroup, peaks: PeakModel) -> KernelRow:
-    return KernelRow(name=g.name, calls=g.calls, time_s=g.time_ns / 1e9, time_share_pct=g.time_share_pct,
-                     flops=_nan_to_none(g.flops), flop_source=g.flop_source or None, precision=g.precision,
-                     util_pct=_nan_to_none(g.util_pct), util_note=util_note(g, peaks))
-
-
 def kernel_tables(trace: TraceRecords | None, util_rows: np.ndarray | None, peaks: PeakModel,
-                  top: int | None = None) -> tuple[list[KernelRow], list[KernelRow], float]:
-    """All groups (longest first, `top` of them if given), the low-utilization ranking, and its threshold.
+                  bandwidth: float | None = None, top: int | None = None,
+                  ncu_target: list[str] | None = None) -> kernel_rows.KernelTables:
+    """All groups (longest first, `top` of them if given) with their drill-down, and the two rankings.
 
-    Without any peak the threshold is NaN: the only utilizations left would be the known zeros
+    Without any peak the FLOP threshold is NaN: the only utilizations left would be the known zeros
     of data-movement kernels, and their average (0 %) would rank nothing honestly.
     """
     if trace is None or util_rows is None or len(trace.kernels) == 0:
-        return [], [], float("nan")
-    groups = ranking.group_kernels(trace.kernels, util_rows)
+        return kernel_rows.KernelTables([], [], [], float("nan"), float("nan"))
     used, _, _ = peaks.denominators()
-    threshold = ranking.average_util_pct(groups) if used else float("nan")
-    low = ranking.low_util_kernels(groups, threshold) if math.isfinite(threshold) else []
-    shown = groups if top is None else groups[:top]
-    return [_kernel_row(g, peaks) for g in shown], [_kernel_row(g, peaks) for g in low], threshold
+    return kernel_rows.kernel_tables(trace, util_rows, used, bandwidth, lambda g: util_note(g, peaks), top,
+                                     ncu_target)
+
+
+def ncu_target(spec: dict[str, Any], log: IterationLog | None) -> list[str] | None:
+    """The `tbd profile` command that repeats a run's windows under ncu, or None (a trace tbd did not run).
+
+    The warm-up is pinned to the one this run had, so the trace window covers the same iterations;
+    TBD_NO_TRACER=1 keeps the framework's tracer off, since ncu and the tracer cannot both hold CUPTI.
+    """
+    if log is None or log.from_trace or not spec.get("model") or spec.get("trace"):
+        return None
+    timing = log.timing_window
+    trace = log.trace_window
+    argv = ["env", "TBD_NO_TRACER=1", "tbd", "profile", str(spec["model"]), "--framework", str(spec.get("framework")),
+            "--device", str(spec.get("device")), "--warmup", str(log.warmup)]
+    for flag, key in (("--batch", "batch"), ("--size", "size"), ("--precision", "precision"), ("--threads", "threads")):
+        if spec.get(key) is not None:
+            argv += [flag, str(spec[key])]
+    if timing:
+        argv += ["--iterations", str(timing[1] - timing[0] + 1)]
+    if trace:
+        argv += ["--trace-iterations", str(trace[1] - trace[0] + 1)]
+    return argv + ["--quiet", "--out", "RUN_DIR-ncu"]
 
 
 def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: IterationLog | None,
@@ -205,17 +219,20 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
                      trace: TraceRecords | None, memory: Memory, peaks: PeakModel,
                      status: str = COMPLETE, notes: list[str] | None = None,
                      reasons: dict[str, str] | None = None, provenance: dict[str, Any] | None = None,
-                     kernel_rows: int | None = 200) -> Profile:
+                     kernel_rows_shown: int | None = 200,
+                     bandwidth: tuple[float | None, str, str] | None = None) -> Profile:
     """Every metric of the contract from the records given; what they cannot tell is null + reason.
 
     `reasons` overrides the default null reasons: keys "gpu", "nvml", "cpu", "throughput".
+    `bandwidth`: the device's memory bandwidth as analysis.peaks.device_bandwidth gives it.
     """
     reasons = reasons or {}
     notes = list(notes or [])
     no_gpu = reasons.get("gpu", "no CUDA device: the run used the CPU")
     fu, util_rows = flop_util(trace, peaks)
-    kernels, low, threshold = kernel_tables(trace, util_rows, peaks, kernel_rows)
-    fu = replace(fu, kernel_average_pct=_nan_to_none(threshold))
+    bw_value, bw_source, bw_how = bandwidth or (None, "none", "memory bandwidth not known")
+    tables = kernel_tables(trace, util_rows, peaks, bw_value, kernel_rows_shown, ncu_target(spec, log))
+    fu = replace(fu, kernel_average_pct=_nan_to_none(tables.flop_threshold_pct))
     if log is not None and not log.stable and not log.from_trace:
         notes.append("NOT STABLE: the stable phase was never reached; figures cover an unsteady run")
     if log is not None and log.from_trace:
@@ -236,7 +253,8 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
         cpu_util_pct=cpu_pct,
         memory_bytes=memory,
         no_flop_formula=flop_gaps.no_flop_formula(trace.kernels) if trace is not None else None,
+        memory_bandwidth=Bandwidth(bw_value, bw_source, bw_how, _nan_to_none(tables.bandwidth_threshold_pct)),
     )
     return Profile(status=status, spec=spec, environment=environment, iterations=iterations_block(log),
-                   metrics=metrics, kernels=kernels, low_util_kernels=low, notes=notes,
-                   provenance=provenance or {})
+                   metrics=metrics, kernels=tables.rows, low_util_kernels=tables.low_compute, notes=notes,
+                   provenance=provenance or {}, low_bandwidth_kernels=tables.low_memory)

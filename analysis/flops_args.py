@@ -86,7 +86,7 @@ def is_one(op: OpShapes, i: int) -> bool:
     return isinstance(value, (int, float)) and float(value) == 1.0
 
 
-def _broadcast(shapes) -> tuple[int, ...]:
+def broadcast_shapes(shapes) -> tuple[int, ...]:
     """NumPy broadcast of shapes; raises Unparseable when they do not broadcast."""
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
@@ -110,7 +110,7 @@ def elementwise_numel(op: OpShapes) -> int:
             shapes.append(tuple(dims))
     if not shapes:
         raise Unparseable(f"{op.name}: no tensor input")
-    return numel(_broadcast(shapes))
+    return numel(broadcast_shapes(shapes))
 
 
 def output_mask(op: OpShapes, i: int, n: int) -> list[bool]:

@@ -60,7 +60,7 @@ def mv(a: int, b: int) -> Callable[[OpShapes], float]:
 # the forward (flop_counter.conv_backward_flop); grad_bias is not counted (as there).
 
 
-def _conv_out(x: tuple, k: tuple, stride, padding, dilation) -> list[int]:
+def conv_out(x: tuple, k: tuple, stride, padding, dilation) -> list[int]:
     """Output spatial sizes of a convolution: floor((i + 2p - d(k-1) - 1) / s) + 1 (torch.nn.Conv2d docs)."""
     n = len(k)
     s, p, d = (int_list(v, n, "conv") for v in (stride, padding, dilation))
@@ -88,7 +88,7 @@ def convolution(op: OpShapes) -> float:
     require(len(x) == len(w) >= 3, f"{op.name}: input {x} weight {w}")
     if concrete(op, 6):  # transposed: flop_counter counts over the input's spatial positions
         return 2 * _conv_macs(x, w, x[2:])
-    out = _conv_out(x[2:], w[2:], concrete(op, 3), concrete(op, 4), concrete(op, 5))
+    out = conv_out(x[2:], w[2:], concrete(op, 3), concrete(op, 4), concrete(op, 5))
     return 2 * _conv_macs(x, w, out)
 
 
@@ -161,7 +161,7 @@ def conv_transpose_backward_input(op: OpShapes) -> float:
     spatial size needs padding/stride/dilation."""
     go, w = input_shape(op, 0), input_shape(op, 1)
     require(len(go) == len(w) >= 3 and w[1] > 0 and go[1] % w[1] == 0, f"{op.name}: {go} {w}")
-    out = _conv_out(go[2:], w[2:], concrete(op, 3), concrete(op, 2), concrete(op, 4))
+    out = conv_out(go[2:], w[2:], concrete(op, 3), concrete(op, 2), concrete(op, 4))
     return 2 * _conv_macs(go, w, out)
 
 
@@ -243,14 +243,14 @@ def attention(q_at: int, heads_first: bool, backward: bool, packed_at: tuple[int
 
 
 # ---- dispatch: op name (without "aten::") -> formula ---------------------------------------
-_SLOW_CONV = ("thnn_conv2d_backward", "slow_conv2d_backward", "_slow_conv2d_backward", "slow_conv3d_backward",
+SLOW_CONV = ("thnn_conv2d_backward", "slow_conv2d_backward", "_slow_conv2d_backward", "slow_conv3d_backward",
               "slow_conv_dilated2d_backward", "slow_conv_dilated3d_backward", "thnn_conv_depthwise2d_backward",
               "conv_depthwise3d_backward")
 
 #: Convolution backward ops besides convolution_backward (one level per computation: see `analysis.flops`).
 CONV_BACKWARD: dict[str, Callable[[OpShapes], float]] = {
     "convolution_backward_overrideable": convolution_backward_overrideable,
-    **{name: slow_conv_backward(False) for name in _SLOW_CONV},
+    **{name: slow_conv_backward(False) for name in SLOW_CONV},
     "slow_conv_transpose2d_backward": slow_conv_backward(True),
     "slow_conv_transpose3d_backward": slow_conv_backward(True),
     **{f"{kind}_convolution_backward_input": conv_backward_input

@@ -251,7 +251,7 @@ def _pool_out(x: tuple, k: list, s: list, p: list, d: list, ceil: bool) -> list[
     return out
 
 
-def _window(op: OpShapes, nsp: int, dilation_at: int | None, ceil_at: int):
+def pool_window(op: OpShapes, nsp: int, dilation_at: int | None, ceil_at: int):
     """(x shape, kernel, output spatial sizes) for a pooling op with kernel/stride/padding at 1-3."""
     x = input_shape(op, 0)
     k = int_list(concrete(op, 1), nsp, op.name)
@@ -265,7 +265,7 @@ def _window(op: OpShapes, nsp: int, dilation_at: int | None, ceil_at: int):
 
 def max_pool(nsp: int) -> Callable[[OpShapes], float]:
     def f(op: OpShapes) -> float:
-        x, k, out = _window(op, nsp, 4, 5)
+        x, k, out = pool_window(op, nsp, 4, 5)
         return numel(x[:-nsp]) * numel(out) * numel(k)
 
     return f
@@ -273,7 +273,7 @@ def max_pool(nsp: int) -> Callable[[OpShapes], float]:
 
 def avg_pool(nsp: int) -> Callable[[OpShapes], float]:
     def f(op: OpShapes) -> float:
-        x, k, out = _window(op, nsp, None, 4)
+        x, k, out = pool_window(op, nsp, None, 4)
         return numel(x[:-nsp]) * numel(out) * (numel(k) + 1)
 
     return f

@@ -14,6 +14,7 @@ Sources for the per-SM tables:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -261,3 +262,23 @@ def _sm_model(gpu: dict[str, Any], ceiling: float | None) -> PeakModel:
         return PeakModel({p: PeakFlops(None, reason, "") for p in GPU_PRECISIONS}, ceiling)
     return PeakModel({p: gpu_peak_flops(tuple(cc), int(gpu.get("sm_count") or 0), gpu.get("max_sm_clock_hz"), p)
                       for p in GPU_PRECISIONS}, ceiling)
+
+
+def device_bandwidth(environment: dict[str, Any], device_kind: str,
+                     measured: dict | None) -> tuple[float | None, str, str]:
+    """The memory bandwidth (bytes/s) of the device the kernels ran on: (value, source, how or why not).
+
+    A GPU's is its datasheet figure (the GPU table row found as for the peaks); a CPU's is the
+    copy bandwidth the run measured (profilers/bandwidth.py), there being no datasheet for a
+    host's memory system as configured. `measured`: that record ({"bytes_per_s", ...}) or None.
+    """
+    if device_kind == "cuda":
+        spec, how = gpu_spec_of(environment.get("gpu") or {})
+        if spec is None:
+            return None, "none", f"memory bandwidth unknown: {how}"
+        return float(spec.memory_bandwidth_bytes_per_s), GPU_TABLE, f"{spec.name} datasheet ({how})"
+    value = measured.get("bytes_per_s") if isinstance(measured, dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return float(value), "measured_copy", (f"best of {measured.get('repeats')} copies of "
+                                               f"{measured.get('nbytes', 0) / 2**20:.0f} MiB (read + write)")
+    return None, "none", "memory bandwidth not measured (a trace alone does not say it)"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import os
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
@@ -29,7 +30,8 @@ from tbd import rundir
 from tbd.errors import UsageError
 from tbd.models.base import Workload
 from tbd.profilers import host
-from tbd.profilers.loop import LoopHooks, LoopState, ProgressFn
+from tbd.profilers.bandwidth import host_copy_bandwidth
+from tbd.profilers.loop import LoopHooks, LoopState, ProgressFn, run_trace_window
 from tbd.profilers.nvml import NvmlSampler, gpu_facts_from_nvml
 from tbd.profilers.windows import run_stages
 from tbd.records import RunSpec
@@ -100,6 +102,10 @@ class TraceWindow:
     def write_trace(self, data: bytes) -> None:
         """RUN_DIR/trace.json.gz from the tracer's uncompressed JSON bytes."""
         rundir.atomic_write_bytes(self.run_dir / rundir.TRACE, gzip.compress(data, compresslevel=6))
+
+
+#: Set to "1", the trace window runs without the framework's tracer (for ncu, which needs CUPTI).
+NO_TRACER_VARIABLE = "TBD_NO_TRACER"
 
 
 @contextlib.contextmanager
@@ -177,6 +183,11 @@ class FrameworkHook(ABC):
     def gemm_ceiling(self, device: Device) -> dict:
         """The measured FP32 matrix-multiply ceiling (profilers/gemm.py's keys)."""
 
+    def memory_bandwidth(self, device: Device) -> dict | None:
+        """The measured memory bandwidth (profilers/bandwidth.py's keys): the host's on the CPU; None
+        on a GPU, whose datasheet bandwidth the analysis takes from the GPU table."""
+        return None if device.is_gpu else host_copy_bandwidth()
+
     def device_scope(self, device: Device) -> ContextManager:
         """Context the workload is built and run in (TensorFlow: tf.device); none by default."""
         return contextlib.nullcontext()
@@ -217,12 +228,21 @@ class FrameworkHook(ABC):
                            nvml=self.nvml_sampler(device) if device.is_gpu else None,
                            trace_window=lambda: self._trace_window(workload, spec, run_dir, device, hooks, state,
                                                                    progress),
-                           gemm_ceiling=lambda: self.gemm_ceiling(device))
+                           gemm_ceiling=lambda: self.gemm_ceiling(device),
+                           memory_bandwidth=lambda: self.memory_bandwidth(device))
         finally:
             if workload.close is not None:
                 workload.close()
 
     def _trace_window(self, workload: Workload, spec: RunSpec, run_dir: Path, device: Device, hooks: LoopHooks,
                       state: LoopState, progress: ProgressFn) -> None:
+        if os.environ.get(NO_TRACER_VARIABLE) == "1":
+            # Under Nsight Compute (the command a profile's `ncu` entry gives): ncu holds CUPTI, so the
+            # window runs with its NVTX range and lead-in step but without the framework's tracer.
+            window = TraceWindow(workload, spec, run_dir, device, hooks, state, progress, run_dir)
+            run_trace_window(hooks, spec.trace_iterations, state, lambda i: contextlib.nullcontext(), lambda: None,
+                             progress, lead_in=window.lead_in)
+            state.notes.append(f"trace window run without the tracer ({NO_TRACER_VARIABLE}=1): no trace.json.gz")
+            return
         with scratch_dir(run_dir) as scratch:
             self.trace_window(TraceWindow(workload, spec, run_dir, device, hooks, state, progress, scratch))

@@ -68,6 +68,7 @@ from tbd.profilers.kineto_batches import TRACE_HINT
 from tbd.profilers.kineto_columns import KinetoTrace
 from tbd.profilers.kineto_decode import decode_trace, read_trace_file
 from tbd.profilers.kineto_signatures import SignatureFlops, flop_gaps, signature_flops
+from tbd.profilers.kineto_stacks import python_stacks
 from tbd.profilers.kineto_tree import OpTree, enclosing_ops, formula_roots, op_tree, self_times, split_flops
 from tbd.profilers.trace_events import NO_STEPS_NOTE
 from tbd.profilers.trace_names import clean_name
@@ -79,7 +80,7 @@ _ENCODER = msgspec.json.Encoder(decimal_format="number")
 
 
 def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision_of,
-                  kernel_precisions=None, recorded_by_tbd: bool = False) -> TraceRecords:
+                  kernel_precisions=None, recorded_by_tbd: bool = False, bytes_of=None) -> TraceRecords:
     """Build the records of one Kineto trace (pure: no I/O).
 
     Args:
@@ -93,6 +94,8 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
         kernel_precisions: callable(kernel names, their ops' precisions, compute capability or None)
             -> each kernel's precision, e.g. `analysis.precision.kernel_precisions` (the kernel's
             name tells TF32 or tensor-core math the op's types cannot); None: the op's precision.
+        bytes_of: callable(OpShapes) -> bytes the op reads and writes (NaN unknown), e.g.
+            `analysis.op_bytes.op_bytes`; None: rows carry no byte estimate.
         recorded_by_tbd: tbd's hook recorded the trace with CPU activities on, so a trace without
             ops is a step that ran no operator (records with no rows and a note), not a foreign file.
     Returns:
@@ -111,7 +114,7 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
                                hint="tbd analyze reads torch.profiler (Kineto) traces from PyTorch 1.8 on, a folder "
                                     "of them, and tbd run directories of every framework")
     tree = op_tree(trace.ops)
-    sig = signature_flops(trace.signatures, flops_of, precision_of)
+    sig = signature_flops(trace.signatures, flops_of, precision_of, bytes_of)
     if len(trace.kernels.start_ns):
         records = _gpu_records(trace, tree, sig, source, kernel_precisions)
     else:
@@ -227,15 +230,28 @@ def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: 
     op_name[op_code >= 0] = names[op_code[op_code >= 0]]
     precision = _kernel_precision(trace, tree, sig, kroot, kernel_precisions)
     number = np.array([s.number for s in spans] + [-1], dtype=np.int64)
+    # The op whose shapes a row shows: the one it takes its FLOPs from, else its launching op.
+    shown_op = np.where(rooted, kroot, np.where(launched, launch_op, -1))
     table = KernelTable(names[k.name], k.start_ns, k.dur_ns, k.device, k.stream, op_name, flops,
                         np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision, number[step_idx],
-                        flop_gaps(flops, kroot, launch_op, tree, sig))
+                        flop_gaps(flops, kroot, launch_op, tree, sig), grid=k.grid, block=k.block,
+                        registers=k.registers, shared_memory=k.shared_memory, occupancy=k.occupancy,
+                        op_shapes=_shapes_of(sig, tree, shown_op), op_stack=python_stacks(trace, tree, shown_op),
+                        bytes=split_flops(sig.bytes[tree.signature], kroot, k.dur_ns))
     keep = _in_window(k.start_ns, lo, hi)
     order = np.flatnonzero(keep)[np.argsort(k.start_ns[keep], kind="stable")]
     rows = table.select(order)
     notes += _gpu_notes(trace, launch_op, keep)
     return TraceRecords(source, "cuda", rows, rows.start_ns, rows.start_ns + rows.dur_ns, spans, lo, hi,
                         _op_table(trace, tree, _in_window(tree.start_ns, lo, hi)), _memory(trace), notes)
+
+
+def _shapes_of(sig: SignatureFlops, tree: OpTree, op: np.ndarray) -> np.ndarray:
+    """Per row, the shapes text of op index `op` ("" where -1)."""
+    out = np.full(len(op), "", dtype=object)
+    has = op >= 0
+    out[has] = sig.shapes_text[tree.signature[op[has]]]
+    return out
 
 
 _NO_CALL = -2  # launch_op for a kernel whose correlation matches no runtime call (-1: a call, no op)
@@ -312,9 +328,12 @@ def _cpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: 
     precision = np.full(n, "", dtype=object)
     precision[root >= 0] = sig.precision[tree.signature[root[root >= 0]]]
     number = np.array([s.number for s in spans] + [-1], dtype=np.int64)
+    shown_op = np.where(root >= 0, root, np.arange(n))
     table = KernelTable(names[tree.name], tree.start_ns, self_ns, np.full(n, -1, dtype=np.int64), tree.tid, op_name,
                         flops, np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision,
-                        number[_step_of(tree.start_ns, steps)], flop_gaps(flops, root, np.arange(n), tree, sig))
+                        number[_step_of(tree.start_ns, steps)], flop_gaps(flops, root, np.arange(n), tree, sig),
+                        op_shapes=_shapes_of(sig, tree, shown_op), op_stack=python_stacks(trace, tree, shown_op),
+                        bytes=split_flops(sig.bytes[tree.signature], root, self_ns))
     keep = _in_window(tree.start_ns, lo, hi)
     order = np.flatnonzero(keep)[np.argsort(tree.start_ns[keep], kind="stable")]
     roots = keep & ~child

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from operator import attrgetter
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -49,6 +50,16 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):
     nbytes: int | float | str | None = msgspec.field(name="Bytes", default=None)
     total_allocated: int | float | str | None = msgspec.field(name="Total Allocated", default=None)
     device_id: int | str | None = msgspec.field(name="Device Id", default=None)
+    # A kernel's launch configuration as CUPTI reports it (PyTorch 1.8 on; ROCm traces lack it).
+    # Any type: writers differ (Triton's launch events write "grid" as text), and an odd value only
+    # leaves the field unknown (`_dim3`, `_percent`, `_as_int`).
+    grid: Any = None
+    block: Any = None
+    registers: Any = msgspec.field(name="registers per thread", default=None)
+    shared_memory: Any = msgspec.field(name="shared memory", default=None)
+    occupancy: Any = msgspec.field(name="est. achieved occupancy %", default=None)
+    # Python frames of the op (torch.profiler(with_stack=True) in PyTorch 1.8-1.10: one string).
+    call_stack: str | None = msgspec.field(name="Call stack", default=None)
 
 
 NO_ARGS = EventArgs()
@@ -68,9 +79,9 @@ class Event(msgspec.Struct, gc=False):
 
 # Kinds of "X" events, by cat: today's names, and PyTorch 1.8-1.9's ("Operator", "Runtime", "Kernel",
 # "Memcpy", "Memset"; ROCm builds write today's CUDA names for HIP activity too).
-_OP, _ANNOTATION, _LAUNCH, _KERNEL, _COPY, _OTHER = range(6)
+_OP, _ANNOTATION, _LAUNCH, _KERNEL, _COPY, _PYTHON, _OTHER = range(7)
 _KINDS = {"cpu_op": _OP, "user_annotation": _ANNOTATION, "cuda_runtime": _LAUNCH, "cuda_driver": _LAUNCH,
-          "kernel": _KERNEL, "gpu_memcpy": _COPY, "gpu_memset": _COPY,
+          "kernel": _KERNEL, "gpu_memcpy": _COPY, "gpu_memset": _COPY, "python_function": _PYTHON,
           "Operator": _OP, "Runtime": _LAUNCH, "Kernel": _KERNEL, "Memcpy": _COPY, "Memset": _COPY}
 
 
@@ -78,6 +89,8 @@ EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 
 _NAME, _PID, _TID, _TS, _DUR, _ARGS = map(attrgetter, ("name", "pid", "tid", "ts", "dur", "args"))
 _DEVICE, _STREAM, _CORRELATION, _CAT = map(attrgetter, ("device", "stream", "correlation", "cat"))
+_GRID, _BLOCK, _REGISTERS, _SHARED_MEMORY, _OCCUPANCY = map(
+    attrgetter, ("grid", "block", "registers", "shared_memory", "occupancy"))
 _TRAILING_NUMBER = re.compile(r"(?<!\d)(\d{1,19})\s*$")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _UINT64 = (0, (1 << 64) - 1)
@@ -133,7 +146,7 @@ class ColumnBuilder:
     def add(self, events: list[Event]) -> None:
         self.categories.update(map(_CAT, events))  # a set: C-level, no counting
         buckets = self._buckets(events)
-        ops, annotations, launches, kernels, copies, other, memory = buckets
+        ops, annotations, launches, kernels, copies, python, other, memory = buckets
         self.copies += len(copies)
         op_names = self._names(ops)
         step = self._step_numbers(op_names) >= 0
@@ -142,7 +155,7 @@ class ColumnBuilder:
         if step.any():
             ops, op_names = [ev for ev, s in zip(ops, step.tolist()) if not s], op_names[~step]
         spans = [self._ops(ops, op_names), self._steps(steps), self._launches(launches), self._kernels(kernels),
-                 self._memory(memory), self._lenient_spans(annotations + copies + other)]
+                 self._memory(memory), self._python(python), self._lenient_spans(annotations + copies + other)]
         starts = [s for s, _ in spans if s.size]
         if starts:
             lo = min(int(s.min()) for s in starts)
@@ -249,6 +262,22 @@ class ColumnBuilder:
                 table[key] = len(table)
         return np.array([table[key] for key in keys.tolist()], dtype=np.int32)[inverse.reshape(-1)]
 
+    def _python(self, frames: list[Event]) -> tuple[np.ndarray, np.ndarray]:
+        """python_function frames (with_stack=True), read leniently: a frame without readable times is skipped."""
+        frames = [ev for ev in frames if ev.ts is not None and ev.dur is not None]
+        if not frames:
+            return _NO_SPAN
+        start, ok = _in_range(*us_text_to_ns(list(map(_TS, frames))), "ts")
+        dur, dur_ok = _in_range(*us_text_to_ns(list(map(_DUR, frames))), "dur")
+        keep = np.flatnonzero(ok & dur_ok)
+        frames = [frames[i] for i in keep.tolist()]
+        start, dur = start[keep], np.maximum(dur[keep], 0)
+        self._put("py.name", self._names(frames))
+        self._put("py.start", start)
+        self._put("py.dur", dur)
+        self._put("py.thread", self._threads(frames))
+        return start, start + dur
+
     def _steps(self, steps: list[Event]) -> tuple[np.ndarray, np.ndarray]:
         if not steps:
             return _NO_SPAN
@@ -285,6 +314,11 @@ class ColumnBuilder:
         self._put("kernel.device", self._ints(list(map(_DEVICE, args)), kernels, _PID))
         self._put("kernel.stream", self._ints(list(map(_STREAM, args)), kernels, _TID))
         self._put("kernel.correlation", self._ints(list(map(_CORRELATION, args))))
+        self._put("kernel.grid", _dim3(list(map(_GRID, args))))
+        self._put("kernel.block", _dim3(list(map(_BLOCK, args))))
+        self._put("kernel.registers", self._ints(list(map(_REGISTERS, args))))
+        self._put("kernel.shared_memory", self._ints(list(map(_SHARED_MEMORY, args))))
+        self._put("kernel.occupancy", _percent(list(map(_OCCUPANCY, args))))
         return start, start + dur
 
     @staticmethod
@@ -332,6 +366,10 @@ class ColumnBuilder:
         parts = self.parts.get(name)
         return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
+    def _dim3_column(self, name: str) -> np.ndarray:
+        parts = self.parts.get(name)
+        return np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
+
     def build(self, metadata: dict, notes: tuple[str, ...] = ()) -> KinetoTrace:
         c = self._column
         names = np.empty(len(self.name_codes), dtype=object)
@@ -348,7 +386,12 @@ class ColumnBuilder:
                                    c("launch.thread", np.int64)),
             kernels=KernelColumns(c("kernel.name", np.int32), c("kernel.start", np.int64), c("kernel.dur", np.int64),
                                   c("kernel.device", np.int64), c("kernel.stream", np.int64),
-                                  c("kernel.correlation", np.int64)),
+                                  c("kernel.correlation", np.int64), self._dim3_column("kernel.grid"),
+                                  self._dim3_column("kernel.block"), c("kernel.registers", np.int64),
+                                  c("kernel.shared_memory", np.int64), c("kernel.occupancy", np.float64)),
+            python=OpColumns(c("py.name", np.int32), c("py.start", np.int64), c("py.dur", np.int64),
+                             c("py.thread", np.int64), np.zeros(len(c("py.start", np.int64)), dtype=np.int64),
+                             np.zeros(len(c("py.start", np.int64)), dtype=np.int32)),
             memory=MemoryColumns(c("memory.ts", np.int64), c("memory.addr", np.uint64), c("memory.bytes", np.int64),
                                  c("memory.total", np.int64), c("memory.device", np.int64)),
             copies=self.copies, timed_start_ns=self.timed_start, timed_end_ns=self.timed_end,
@@ -357,6 +400,21 @@ class ColumnBuilder:
 
 
 _NO_SPAN = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+_NO_DIM3 = (-1, -1, -1)
+_DIM_MAX = 1 << 31  # CUDA's largest grid dimension is 2^31 - 1
+
+
+def _dim3(values: list) -> np.ndarray:
+    """(n, 3) int64 of [x, y, z] lists; a row that is not three sizes below 2^31 is -1s (unknown)."""
+    rows = [v if type(v) is list and len(v) == 3 and all(type(d) is int and 0 <= d < _DIM_MAX for d in v) else _NO_DIM3
+            for v in values]
+    return np.array(rows, dtype=np.int64).reshape(len(values), 3)
+
+
+def _percent(values: list) -> np.ndarray:
+    """float64 of numbers in [0, 100]; anything else NaN."""
+    out = np.array([v if type(v) in (int, float) else np.nan for v in values], dtype=np.float64)
+    return np.where((out >= 0) & (out <= 100), out, np.nan)
 
 
 def _in_range(ns: np.ndarray, ok: np.ndarray, field: str) -> tuple[np.ndarray, np.ndarray]:

@@ -51,6 +51,12 @@ class KernelColumns:
     device: np.ndarray  # int64: args.device, else pid
     stream: np.ndarray  # int64: args.stream, else tid
     correlation: np.ndarray  # int64, -1 when absent
+    # Launch configuration (CUPTI's kernel record); -1 / NaN where the trace does not say.
+    grid: np.ndarray  # (n, 3) int64
+    block: np.ndarray  # (n, 3) int64
+    registers: np.ndarray  # int64 registers per thread
+    shared_memory: np.ndarray  # int64 bytes of shared memory per block (static + dynamic)
+    occupancy: np.ndarray  # float64: the trace's "est. achieved occupancy %"
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,7 @@ class KinetoTrace:
     steps: StepColumns
     launches: LaunchColumns
     kernels: KernelColumns
+    python: OpColumns  # python_function frames (torch.profiler with_stack=True); tid/signature unused
     memory: MemoryColumns
     copies: int  # gpu_memcpy/gpu_memset events
     timed_start_ns: int | None  # first start and last end over the timed events (None if none)

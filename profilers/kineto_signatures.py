@@ -18,7 +18,7 @@ from tbd.profilers.kineto_columns import Signature
 from tbd.profilers.kineto_tree import OpTree
 from tbd.records import NO_FORMULA, NO_LAUNCH_OP, SHAPES_NOT_RECORDED, SHAPES_UNREADABLE, OpShapes
 
-__all__ = ["SignatureFlops", "signature_flops", "flop_gaps", "MAX_SHAPE_TEXT", "MAX_SHAPE_DEPTH"]
+__all__ = ["SignatureFlops", "signature_flops", "describe_shapes", "flop_gaps", "MAX_SHAPE_TEXT", "MAX_SHAPE_DEPTH"]
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,18 @@ class SignatureFlops:
     has_formula: np.ndarray  # bool
     precision: np.ndarray  # object
     shapes_recorded: np.ndarray  # bool: the trace holds "Input Dims" for the call
+    # float64: bytes the call reads and writes (an analytic estimate), NaN when unknown or not asked.
+    bytes: np.ndarray | None = None
+    shapes_text: np.ndarray | None = None  # object: the input tensors' shapes for display ("" none)
 
 
-def signature_flops(signatures: tuple[Signature, ...], flops_of, precision_of) -> SignatureFlops:
+def signature_flops(signatures: tuple[Signature, ...], flops_of, precision_of, bytes_of=None) -> SignatureFlops:
+    """Per signature: `flops_of(OpShapes)`, `precision_of(types, dims)` and `bytes_of(OpShapes)` (optional)."""
     flops = np.full(len(signatures), np.nan)
+    nbytes = np.full(len(signatures), np.nan)
     has = np.zeros(len(signatures), dtype=bool)
     precision = np.empty(len(signatures), dtype=object)
+    text = np.full(len(signatures), "", dtype=object)
     recorded = np.array([bool(s.input_dims) for s in signatures], dtype=bool)
     for code, s in enumerate(signatures):
         shapes = _op_shapes(s)
@@ -46,7 +52,38 @@ def signature_flops(signatures: tuple[Signature, ...], flops_of, precision_of) -
         if value is not None:
             has[code], flops[code] = True, _count(value)
         precision[code] = precision_of(shapes.input_types, shapes.input_dims)
-    return SignatureFlops(flops, has, precision, recorded)
+        if bytes_of is not None:
+            nbytes[code] = _count(bytes_of(shapes))
+        text[code] = describe_shapes(shapes)
+    return SignatureFlops(flops, has, precision, recorded, nbytes, text)
+
+
+#: Longest shape description kept for display (a TensorList of thousands of tensors is cut).
+MAX_SHAPES_TEXT = 160
+
+
+def describe_shapes(op: OpShapes) -> str:
+    """The tensor inputs' shapes and element types, compactly: "33×100, 100×100, 100 (float)".
+
+    Scalars and absent arguments are left out; a TensorList is its shapes in brackets; the types
+    are the distinct tensor types in order.
+    """
+    parts, types = [], []
+    for i, dims in enumerate(op.input_dims):
+        if not isinstance(dims, tuple) or not dims:
+            continue
+        if all(type(d) is int for d in dims):
+            parts.append("×".join(map(str, dims)))
+        elif all(isinstance(t, tuple) and all(type(d) is int for d in t) for t in dims):
+            parts.append("[" + ", ".join("×".join(map(str, t)) or "scalar" for t in dims[:4])
+                         + (", …" if len(dims) > 4 else "") + "]")
+        else:
+            continue
+        kind = op.input_types[i] if i < len(op.input_types) else ""
+        if isinstance(kind, str) and kind and kind not in types:
+            types.append(kind)
+    text = ", ".join(parts) + (f" ({', '.join(types)})" if types and parts else "")
+    return text if len(text) <= MAX_SHAPES_TEXT else text[:MAX_SHAPES_TEXT - 1] + "…"
 
 
 def _count(value) -> float:

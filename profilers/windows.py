@@ -54,7 +54,8 @@ def workload_record(workload: Any, parameters: int | None) -> dict:
 
 def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState, run_dir: Path,
                progress: ProgressFn, *, parameters: int | None, nvml: Any,
-               trace_window: Callable[[], None], gemm_ceiling: Callable[[], dict]) -> None:
+               trace_window: Callable[[], None], gemm_ceiling: Callable[[], dict],
+               memory_bandwidth: Callable[[], dict | None] = lambda: None) -> None:
     """Warm-up, timing window, trace window (when asked for), GEMM ceiling; raw records after each.
 
     Args:
@@ -62,6 +63,8 @@ def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState,
         nvml: an NvmlSampler on a GPU, else None.
         trace_window: runs the framework's trace window.
         gemm_ceiling: measures the framework's matrix-multiply ceiling (profilers/gemm.py's keys).
+        memory_bandwidth: measures the device's copy bandwidth (profilers/bandwidth.py), None when
+            the analysis takes it from elsewhere (a GPU's datasheet).
     """
     deadline_ns = hooks.clock() + int(spec.max_seconds * 1e9)
     rundir.atomic_write_json(run_dir / rundir.WORKLOAD, workload_record(workload, parameters))
@@ -74,4 +77,7 @@ def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState,
     state.stage = "gemm"
     progress({"stage": "gemm", "done": 0, "total": 1})
     rundir.atomic_write_json(run_dir / rundir.GEMM, gemm_ceiling())
+    bandwidth = memory_bandwidth()
+    if bandwidth is not None:
+        rundir.atomic_write_json(run_dir / rundir.BANDWIDTH, bandwidth)
     progress({"stage": "gemm", "done": 1, "total": 1})

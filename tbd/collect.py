@@ -21,7 +21,8 @@ from tbd import rundir
 from tbd.analysis import memory, memory_mxnet, memory_tensorflow
 from tbd.analysis.assemble import WorkloadInfo, assemble_profile, iteration_log_from_steps
 from tbd.analysis.flops import op_flops, precision_of
-from tbd.analysis.peaks import USER, PeakFlops, PeakModel, device_peak_model
+from tbd.analysis.op_bytes import op_bytes
+from tbd.analysis.peaks import USER, PeakFlops, PeakModel, device_bandwidth, device_peak_model
 from tbd.analysis.precision import kernel_precisions
 from tbd.errors import ResultFormatError, UsageError
 from tbd.profile import COMPLETE, PARTIAL, Memory, Profile
@@ -40,7 +41,7 @@ def _read_kineto(path: Path, run_dir: Path) -> TraceRecords:
 
 def _kineto_records(trace: kineto.KinetoTrace, source: str, recorded_by_tbd: bool = False) -> TraceRecords:
     return kineto.trace_records(trace, source=source, flops_of=op_flops, precision_of=precision_of,
-                                kernel_precisions=kernel_precisions, recorded_by_tbd=recorded_by_tbd)
+                                kernel_precisions=kernel_precisions, recorded_by_tbd=recorded_by_tbd, bytes_of=op_bytes)
 
 
 def _read_mxnet(path: Path, run_dir: Path) -> TraceRecords:
@@ -83,6 +84,7 @@ class _RawRun:
     memory: dict | None
     memory_cross_check: dict | None
     gemm: dict | None
+    bandwidth: dict | None
 
 
 def _read_run_dir(run_dir: Path) -> _RawRun:
@@ -99,7 +101,8 @@ def _read_run_dir(run_dir: Path) -> _RawRun:
         nvml=rundir.nvml_sample_from_json(nvml, str(run_dir / rundir.NVML)) if nvml else None,
         memory=rundir.read_optional(run_dir, rundir.MEMORY, "memory records"),
         memory_cross_check=rundir.read_optional(run_dir, rundir.MEMORY_CROSS_CHECK, "memory cross-check"),
-        gemm=rundir.read_optional(run_dir, rundir.GEMM, "GEMM ceiling"))
+        gemm=rundir.read_optional(run_dir, rundir.GEMM, "GEMM ceiling"),
+        bandwidth=rundir.read_optional(run_dir, rundir.BANDWIDTH, "memory bandwidth"))
 
 
 def _framework(name: str) -> _Framework:
@@ -133,7 +136,7 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
         spec=raw.spec, environment=raw.environment, log=log, workload=workload, cpu=raw.cpu, nvml=raw.nvml,
         trace=trace, memory=framework.memory(raw.memory, trace, raw.memory_cross_check),
         peaks=device_peak_model(raw.environment, device_kind, raw.gemm, raw.spec.get("peak_flops")), status=final,
-        notes=notes,
+        bandwidth=device_bandwidth(raw.environment, device_kind, raw.bandwidth), notes=notes,
         reasons={"nvml": nvml_reason},
         provenance={"run_dir": str(run_dir), "trace": rundir.TRACE if trace else None,
                     "flop_counting": "analytic formulas over recorded op shapes (analysis/flops.py)"})
@@ -188,6 +191,7 @@ def _profile_of_kineto(raw: kineto.KinetoTrace, path: Path, *, peak_flops: float
               "precision": "as traced", "trace": str(path)},
         environment=environment, log=log, workload=workload, cpu=None, nvml=None, trace=trace,
         memory=memory.memory_breakdown(None, trace, None), peaks=peaks, status=COMPLETE, notes=notes,
+        bandwidth=device_bandwidth(environment, trace.device_kind, None),
         reasons={"cpu": "a trace does not carry per-core CPU counters",
                  "nvml": "NVML is sampled live by `tbd profile`; a trace does not carry it",
                  "gpu": "the trace holds no GPU kernels (a CPU-only trace)", "throughput": no_samples},
@@ -312,7 +316,12 @@ def load_profile(path: str | os.PathLike) -> Profile:
 def _read_profile_json(path: Path) -> Any:
     try:
         with open(path, "rb") as f:
-            return json.loads(f.read(MAX_PROFILE_BYTES + 1))
+            data = json.loads(f.read(MAX_PROFILE_BYTES + 1))
+        # JSON's "\ud800" escape decodes to a lone surrogate that no output can encode later.
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return data
+    except UnicodeEncodeError:
+        raise ResultFormatError(f"{path}: not valid JSON text (a lone UTF-16 surrogate escape)") from None
     except OSError as exc:
         raise ResultFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except RecursionError:

@@ -1,8 +1,10 @@
-"""The `Profile`: tbd's result, saved as versioned JSON (`"schema": "tbd.profile/1"`).
+"""The `Profile`: tbd's result, saved as versioned JSON (`"schema": "tbd.profile/2"`).
 
-DESIGN.md's "profile.json, version 1" is the contract. Keys may be added; none may be renamed
-without a schema bump. Loading validates and raises `ResultFormatError` on anything malformed.
-Never pickle.
+docs/profile-json.md is the contract. Keys may be added; none may be renamed without a schema
+bump. Version 2 added the kernel drill-down (launch configuration, launching ops, bytes, roofline,
+the Nsight Compute command, measured counters), `metrics.memory_bandwidth` and
+`low_bandwidth_kernels`; version 1 files still load (the new keys empty). Loading validates and
+raises `ResultFormatError` on anything malformed. Never pickle.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 from tbd import profile_checks as c
 from tbd.errors import ResultFormatError
 
-SCHEMA = "tbd.profile/1"
+SCHEMA = "tbd.profile/2"
+READABLE_SCHEMAS = ("tbd.profile/1", SCHEMA)
 COMPLETE = "complete"
 PARTIAL = "partial"
 MEMORY_CATEGORIES = ("weights", "gradients", "feature_maps", "workspace", "dynamic")
@@ -100,6 +103,18 @@ class NoFlopFormula:
 
 
 @dataclass(frozen=True)
+class Bandwidth:
+    """The device's memory bandwidth, the roofline's slope: from its datasheet (GPU) or measured (CPU)."""
+
+    value: float | None  # bytes/s
+    source: str  # "gpu_table", "measured_copy" or "none"
+    reason: str | None = None  # why null, or how it was found
+    # Busy-time-weighted average bandwidth utilization of the memory-bound groups with known bytes:
+    # the threshold of the low-bandwidth ranking.
+    kernel_average_pct: float | None = None
+
+
+@dataclass(frozen=True)
 class Metrics:
     throughput: Throughput
     gpu_busy_pct: Value
@@ -108,6 +123,7 @@ class Metrics:
     cpu_util_pct: Value
     memory_bytes: Memory
     no_flop_formula: NoFlopFormula | None = None
+    memory_bandwidth: Bandwidth | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +141,21 @@ class KernelRow:
     # Why util_pct cannot be read as it stands: "above peak: ..." (a number above 100 %), or why it
     # is null ("no FLOP formula", "no fp16 peak known for ..."). None: a plain figure.
     util_note: str | None = None
+    # -- the drill-down (schema 2) --
+    mean_s: float | None = None  # time per call
+    flops_per_s: float | None = None  # achieved: flops / time_s
+    bytes: float | None = None  # bytes moved; `bytes_source` says how they are known
+    bytes_source: str | None = None  # "analytic" (inputs read + outputs written once) or "measured" (DRAM)
+    intensity: float | None = None  # FLOPs per byte
+    bound: str | None = None  # "compute" or "memory" on this device's roofline; null: unknown (roofline_note)
+    attainable_flops_per_s: float | None = None  # min(peak, intensity x bandwidth)
+    roofline_pct: float | None = None  # achieved / attainable (bandwidth share for data movement)
+    bandwidth_util_pct: float | None = None  # bytes/s over the device's memory bandwidth
+    roofline_note: str | None = None  # why bound or a share is null
+    launch: dict[str, Any] | None = None  # grid, block, registers_per_thread, shared_memory_bytes, ...
+    ops: list[dict[str, Any]] = field(default_factory=list)  # launching ops: name, shapes, stack, share_pct
+    ncu: dict[str, Any] | None = None  # command, kernel_regex, launch_skip, launch_count, nvtx_range, step
+    measured: dict[str, Any] | None = None  # counters merged in: source, flops, dram_bytes, differences
 
 
 @dataclass(frozen=True)
@@ -148,9 +179,11 @@ class Profile:
     iterations: Iterations | None
     metrics: Metrics
     kernels: list[KernelRow]
-    low_util_kernels: list[KernelRow]
+    low_util_kernels: list[KernelRow]  # compute-bound groups below the average FLOP utilization (Table V)
     notes: list[str]
     provenance: dict[str, Any] = field(default_factory=dict)
+    # Memory-bound groups (data movement included) below the average bandwidth utilization.
+    low_bandwidth_kernels: list[KernelRow] = field(default_factory=list)
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,7 +221,15 @@ _BYTES = c.integer(null=True)
 _VALUE = {"value": c.pct(null=True), "reason": c.text(null=True)}
 _KERNEL_ROW = {"name": c.text(), "calls": c.integer(), "time_s": c.number(), "time_share_pct": c.pct(null=True),
                "flops": c.number(null=True), "flop_source": c.text(null=True), "precision": c.text(),
-               "util_pct": c.number(null=True), "util_note": c.text(null=True)}
+               "util_pct": c.number(null=True), "util_note": c.text(null=True),
+               "mean_s": c.number(null=True), "flops_per_s": c.number(null=True), "bytes": c.number(null=True),
+               "bytes_source": c.text(null=True), "intensity": c.number(null=True), "bound": c.text(null=True),
+               "attainable_flops_per_s": c.number(null=True), "roofline_pct": c.number(null=True),
+               "bandwidth_util_pct": c.number(null=True), "roofline_note": c.text(null=True),
+               "launch": c.obj(null=True), "ops": c.items(c.obj(), null=True), "ncu": c.obj(null=True),
+               "measured": c.obj(null=True)}
+_BANDWIDTH = {"value": c.number(null=True), "source": c.text(), "reason": c.text(null=True),
+              "kernel_average_pct": c.number(null=True)}
 _FLOP_UTIL = {
     "value": c.pct(null=True), "reason": c.text(null=True), "source": c.text(), "peak_flops": c.number(null=True),
     "peak_source": c.text(), "hardware_peak_flops": c.number(null=True), "hardware_peak_reason": c.text(null=True),
@@ -221,12 +262,18 @@ def _make(cls: type, values: dict[str, Any]) -> Any:
 def _load_kernel_rows(rows: Any, where: str) -> list[KernelRow]:
     if not isinstance(rows, list):
         raise ResultFormatError(f"profile key '{where}' is not a list")
-    out = [_make(KernelRow, c.fields(r, f"{where}[{i}].", _KERNEL_ROW)) for i, r in enumerate(rows)]
+    out = [_make(KernelRow, _no_null_ops(c.fields(r, f"{where}[{i}].", _KERNEL_ROW))) for i, r in enumerate(rows)]
     for i, row in enumerate(out):
         if row.util_pct is not None and row.util_pct > 100.0 + c.PCT_SLACK and not row.util_note:
             raise ResultFormatError(f"profile key '{where}[{i}].util_pct' is {row.util_pct:g} % without a util_note "
                                     "saying why it exceeds 100")
     return out
+
+
+def _no_null_ops(values: dict[str, Any]) -> dict[str, Any]:
+    if values.get("ops") is None:
+        values["ops"] = []
+    return values
 
 
 def _load_no_flop_formula(data: Any) -> NoFlopFormula | None:
@@ -261,6 +308,8 @@ def _load_metrics(data: dict) -> Metrics:
         cpu_util_pct=_make(Value, c.fields(_require(m, "cpu_util_pct", dict, "metrics."), "metrics.cpu_util_pct.", _VALUE)),
         memory_bytes=_load_memory(m),
         no_flop_formula=_load_no_flop_formula(m.get("no_flop_formula")),
+        memory_bandwidth=None if m.get("memory_bandwidth") is None else _make(
+            Bandwidth, c.fields(m["memory_bandwidth"], "metrics.memory_bandwidth.", _BANDWIDTH)),
     )
 
 
@@ -268,7 +317,7 @@ def _load_profile(data: Any) -> Profile:
     if not isinstance(data, dict):
         raise ResultFormatError("profile is not a JSON object")
     schema = data.get("schema")
-    if schema != SCHEMA:
+    if schema not in READABLE_SCHEMAS:
         raise ResultFormatError(f"unknown profile schema {str(schema)[:80]!r}, expected {SCHEMA!r}")
     status = _require(data, "status", str, "")
     if status not in (COMPLETE, PARTIAL):
@@ -286,6 +335,7 @@ def _load_profile(data: Any) -> Profile:
         metrics=metrics,
         kernels=_load_kernel_rows(_require(data, "kernels", list, ""), "kernels"),
         low_util_kernels=_load_kernel_rows(_require(data, "low_util_kernels", list, ""), "low_util_kernels"),
+        low_bandwidth_kernels=_load_kernel_rows(data.get("low_bandwidth_kernels") or [], "low_bandwidth_kernels"),
         notes=c.items(c.text())(_require(data, "notes", list, ""), "notes"),
         provenance=c.obj(null=True)(data.get("provenance"), "provenance") or {},
     )

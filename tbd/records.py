@@ -83,6 +83,17 @@ class KernelTable:
     # object: why a row's FLOPs are unknown, as the reader can tell from the trace (FLOP_GAPS);
     # "" where they are known. None: the reader does not tell.
     flop_gap: np.ndarray | None = None
+    # The drill-down (Kineto readers): the launch configuration (-1 / NaN where not recorded),
+    # the shapes and Python stack of the op whose FLOPs the row inherits, and the bytes it moves
+    # (an analytic estimate split like the FLOPs; NaN unknown). None: the reader does not tell.
+    grid: np.ndarray | None = None  # (n, 3) int64
+    block: np.ndarray | None = None  # (n, 3) int64
+    registers: np.ndarray | None = None  # int64 registers per thread
+    shared_memory: np.ndarray | None = None  # int64 bytes per block
+    occupancy: np.ndarray | None = None  # float64: the trace's "est. achieved occupancy %"
+    op_shapes: np.ndarray | None = None  # object: "33×100, 100×100 (float)", "" unknown
+    op_stack: np.ndarray | None = None  # object: Python frames, innermost first, " < "-joined; ""
+    bytes: np.ndarray | None = None  # float64
 
     def __post_init__(self) -> None:
         n = len(self.name)

@@ -31,6 +31,7 @@ WORKLOAD = "raw/workload.json"
 MEMORY = "raw/memory.json"
 MEMORY_CROSS_CHECK = "raw/memory_cross_check.json"
 GEMM = "raw/gemm.json"
+BANDWIDTH = "raw/bandwidth.json"  # measured memory copy bandwidth (CPU runs)
 STATUS = "raw/status.json"
 MXNET_SHAPES = "raw/mxnet_shapes.json"  # operand shapes MXNet's profiler does not record
 

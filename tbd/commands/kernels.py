@@ -1,20 +1,85 @@
-"""`tbd kernels RUN_DIR`: the paper's Table V, long kernels with below-average utilization."""
+"""`tbd kernels TARGET`: the kernel drill-down of a run or a trace, two rankings, ncu commands,
+measured counters merged in (`--ncu REPORT.csv`, or the CUPTI range counters a trace holds)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
 
-from tbd.collect import load_profile
+from tbd.analysis.counters_merge import MeasuredLaunch, merge_measured
+from tbd.collect import load_profile, profile_from_trace, run_dir_of_trace
 from tbd.commands.arguments import positive_int
 from tbd.commands.common import terminal_width, write
-from tbd.reports.terminal import render_kernels
+from tbd.errors import UsageError
+from tbd.profile import Profile
+from tbd.profilers import cupti_counters, ncu_csv
+from tbd.reports.kernel_drilldown import render_kernel_detail, render_kernel_report
+from tbd.reports.kernel_export import kernels_csv, kernels_json
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", help="run directory or profile.json")
-    p.add_argument("--top", type=positive_int, default=5, help="rows to show (default 5)")
+    p.add_argument("target", metavar="RUN_DIR|TRACE",
+                   help="a tbd run directory or its profile.json, or a Kineto trace (.json, .json.gz)")
+    p.add_argument("--top", type=positive_int, default=10, help="rows shown per table (default 10)")
+    p.add_argument("--kernel", metavar="REGEX", default=None,
+                   help="show the kernel groups whose name matches REGEX (Python re.search) in full")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the rows and rankings as JSON")
+    out.add_argument("--csv", action="store_true", help="print one CSV row per kernel group")
+    p.add_argument("--ncu", type=Path, metavar="REPORT", default=None,
+                   help="merge measured counters from an Nsight Compute CSV (ncu --csv --page raw)")
+
+
+def _profile(target: str) -> Profile:
+    path = Path(target)
+    if not path.exists():
+        raise UsageError(f"{target}: no such file or folder", hint="give a tbd run directory or a Kineto trace")
+    if path.is_dir() or path.name == "profile.json":
+        return load_profile(path)
+    run_dir = run_dir_of_trace(path)
+    return load_profile(run_dir) if run_dir is not None else profile_from_trace(path)
+
+
+def _with_measured(profile: Profile, launches: list[MeasuredLaunch], source: str) -> tuple[Profile, int]:
+    kernels, unmatched = merge_measured(profile.kernels, launches, source)
+    low, _ = merge_measured(profile.low_util_kernels, launches, source)
+    low_bw, _ = merge_measured(profile.low_bandwidth_kernels, launches, source)
+    return replace(profile, kernels=kernels, low_util_kernels=low, low_bandwidth_kernels=low_bw), unmatched
 
 
 def run(args: argparse.Namespace) -> int:
-    write(render_kernels(load_profile(args.run), top=args.top, width=terminal_width(), color=None))
+    try:
+        pattern = re.compile(args.kernel) if args.kernel is not None else None
+    except re.error as exc:
+        raise UsageError(f"--kernel {args.kernel!r} is not a regular expression ({exc})") from None
+    profile = _profile(args.target)
+    notes = []
+    path = Path(args.target)
+    if path.is_file() and path.name != "profile.json":
+        ranges = cupti_counters.measured_launches(path)
+        if ranges:
+            profile, unmatched = _with_measured(profile, ranges, "cupti_range")
+            notes.append(f"{len(ranges)} CUPTI counter ranges merged ({unmatched} matched no kernel)")
+    if args.ncu is not None:
+        launches = ncu_csv.measured_launches(args.ncu)
+        profile, unmatched = _with_measured(profile, launches, "ncu")
+        notes.append(f"{len(launches)} ncu launches merged from {args.ncu} ({unmatched} matched no kernel)")
+    rows = profile.kernels
+    if pattern is not None:
+        rows = [r for r in rows if pattern.search(r.name)]
+        if not rows:
+            raise UsageError(f"no kernel group matches --kernel {args.kernel!r}",
+                             hint=f"`tbd kernels {args.target}` lists them")
+    if args.json:
+        write(json.dumps({**kernels_json(profile, rows), "notes": notes}, indent=1))
+    elif args.csv:
+        write(kernels_csv(rows))
+    elif pattern is not None:
+        write(render_kernel_detail(rows, profile, width=terminal_width(), color=None))
+    else:
+        text = render_kernel_report(profile, top=args.top, width=terminal_width(), color=None)
+        write(text + "".join(f"note: {n}\n" for n in notes))
     return 0

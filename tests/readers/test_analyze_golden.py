@@ -67,18 +67,30 @@ def test_per_kernel_utilization(analysed):
     assert wgrad["flops"] == pytest.approx(CONV_BWD * 6 / 10)
 
 
-def test_ranking_is_table_v(analysed):
-    low = analysed["low_util_kernels"]
-    avg = 100 * sum(k[1] / k[2] for k in ALL) / (30.6 * US)
-    # below the average, longest first: tf32 gemm 12 us, sgemm 3.3, batch-norm 2.1, copy 2.0, relu 1.2
-    assert all(util(k) < avg for k in (TF32_GEMM, SGEMM, BN, COPY, RELU))
-    assert all(util(k) > avg for k in (FILL, WGRAD, DGRAD))
-    names = [r["name"] for r in low]
-    assert names[0] == "ampere_tf32_s1688gemm_64x64_sliced1x2_ldg8_tn"
-    assert names[1] == "volta_sgemm_64x32_sliced1x4_nn"
+def test_rankings_split_compute_from_memory_bound(analysed):
+    """On the A100 row the fixture matches (19.5 TFLOP/s FP32, 156 TF32, 1,555 GB/s) every group
+    is left of its ridge: the compute ranking (Table V) is empty, the memory ranking holds the five
+    groups below the average bandwidth utilization, longest first."""
+    bw, fp32_ridge, tf32_ridge = 1555e9, 19.5e12 / 1555e9, 156e12 / 1555e9  # 12.54 and 100.3 FLOP/B
+    rows = {r["name"]: r for r in analysed["kernels"]}
+    sgemm = rows["volta_sgemm_64x32_sliced1x4_nn"]
+    # addmm(bias[100], x[33,100], w[100,100]) -> out[33,100]: every tensor once, 4 bytes each
+    assert sgemm["bytes"] == (100 + 33 * 100 + 100 * 100 + 33 * 100) * 4 == 66800
+    assert sgemm["intensity"] == pytest.approx(660000 / 66800) and 660000 / 66800 < fp32_ridge
+    tf32 = rows["ampere_tf32_s1688gemm_64x64_sliced1x2_ldg8_tn"]
+    assert tf32["bytes"] == (40 * 100 + 100 * 1200 + 40 * 1200) * 4 == 688000  # matmul [40,100] x [100,1200]
+    assert tf32["intensity"] == pytest.approx(9.6e6 / 688000) and 9.6e6 / 688000 < tf32_ridge
+    assert tf32["bound"] == "memory" and tf32["attainable_flops_per_s"] == pytest.approx(9.6e6 / 688000 * bw)
+    assert tf32["bandwidth_util_pct"] == pytest.approx(100 * 688000 / 12e-6 / bw)
+    assert analysed["low_util_kernels"] == []
+    total_bytes = sum(r["bytes"] for r in analysed["kernels"])
+    average = 100 * total_bytes / (30.6 * US) / bw  # time-weighted mean of bytes/s over bandwidth
+    assert analysed["metrics"]["memory_bandwidth"]["kernel_average_pct"] == pytest.approx(average)
+    names = [r["name"] for r in analysed["low_bandwidth_kernels"]]
+    assert names[:2] == ["ampere_tf32_s1688gemm_64x64_sliced1x2_ldg8_tn", "volta_sgemm_64x32_sliced1x4_nn"]
     assert "batch_norm_collect_statistics" in names[2] and "direct_copy" in names[3] and "clamp" in names[4]
-    assert len(low) == 5
-    assert low[1]["time_share_pct"] == pytest.approx(100 * 3.3 / 30.6)
+    assert all(r["bandwidth_util_pct"] < average for r in analysed["low_bandwidth_kernels"])
+    assert len(names) == 5
 
 
 def test_what_a_trace_cannot_tell_is_null_with_reason(analysed):
@@ -86,7 +98,7 @@ def test_what_a_trace_cannot_tell_is_null_with_reason(analysed):
     for key in ("cpu_util_pct", "gpu_busy_nvml_pct"):
         assert m[key]["value"] is None and m[key]["reason"]
     assert m["throughput"]["value"] is None and m["throughput"]["reason"]
-    assert analysed["schema"] == "tbd.profile/1"
+    assert analysed["schema"] == "tbd.profile/2"
     assert any("memcpy" in n for n in analysed["notes"])
 
 
@@ -133,6 +145,6 @@ def test_json_output_never_replaces_a_file_unasked_nor_writes_into_a_folder(tmp_
     assert err.count("\n") == 1 and "exists" in err and "--force" in err
     assert out.read_text() == "the user's file"
     assert main(["analyze", str(FIXTURE), "--json", str(out), "--force"]) == 0
-    assert json.loads(out.read_text())["schema"] == "tbd.profile/1"
+    assert json.loads(out.read_text())["schema"] == "tbd.profile/2"
     assert main(["analyze", str(FIXTURE), "--json", str(tmp_path)]) == 2
     assert capsys.readouterr().err.count("\n") == 1

@@ -1,0 +1,207 @@
+"""The Nsight Compute (ncu) command line that measures exactly the chosen launches of one kernel.
+
+Flags, from the Nsight Compute CLI user guide (NsightComputeCli, v2026.1; "Profile", "NVTX
+Filtering", "Console Output", "File" and "Kernel Renaming"):
+
+- `--kernel-name regex:^...$` with `--kernel-name-base demangled` matches a kernel by its whole
+  demangled name ("demangled: Demangled function name, including parameters, templates"; a
+  `regex:` is a partial match, hence the anchors). `--rename-kernels off` keeps ncu from
+  "auto-simplifying" demangled names, which it does by default, and the filter matches the
+  simplified name. `--kernel-name-base function` matches the bare function name instead
+  ("function: Function name without parameters, templates etc.": "vectorized_elementwise_kernel").
+- `--launch-skip S --launch-count C`: "The number takes into account only launches that match the
+  kernel filters", so S counts earlier launches of the same kernel name, not all launches (that
+  the NVTX filter is one of those filters, so S counts from the range's start, is how tbd reads
+  the guide; it does not say so in as many words).
+- `--nvtx --nvtx-include "tbd@tbd.trace_window/"`: a push/pop range is written with a trailing "/"
+  ("When only a single range name is given, the delimiter must be appended to indicate that this
+  refers to a push/pop range") and its domain before "@" ("Include kernels wrapped inside push/pop
+  range 'A_range' of 'Domain-A': ncu --nvtx --nvtx-include "Domain-A@A_range/""); the characters
+  @ , [ ] / * + in a name are escaped with "\\". `--nvtx-push-pop-scope process`: push/pop ranges
+  are per thread by default, and PyTorch launches backward kernels from its autograd thread, not
+  the thread that pushed tbd's range.
+- `--metrics a,b,regex:^...$`: "regex:<expression> expands to all metrics that partially match the
+  expression", which "must not include any commas".
+- `--csv --page raw --print-units base`: one row per launch, every metric in its base unit (what
+  profilers.ncu_csv reads); `--log-file F` sends all of ncu's output there instead of mixing it with
+  the program's own stdout. Or `--export R` writes a report R.ncu-rep, printed later with
+  `csv_export_command`.
+- `--target-processes all`: tbd runs its workload in a child process.
+
+`--rename-kernels` and `--nvtx-push-pop-scope` are in the current guide; an ncu too old to know
+them stops with an unknown-option error rather than measuring other launches.
+
+Which name to match with: ncu and Kineto demangle differently. Kineto (and so tbd's traces) print
+"void at::native::elementwise_kernel<128, 2, ...{lambda(int)#1}>(int, ...)", ncu prints
+"void at::native::elementwise_kernel<(int)128, (int)2, ...[lambda(int) (instance 1)]>(int, T3)"
+(and "unsigned int *" for "unsigned int*", "const float *" for "float const*"). A trace's name is
+therefore ncu's demangled name only for names both print alike: C-linkage kernels such as cuBLAS's
+"ampere_sgemm_128x64_nn". For any other kernel use `name_base="function"` with
+`kernel_function_name(name)`, and count the launch skip over every launch with that function name:
+ncu then counts them all as the same kernel.
+
+DRAM bytes are measured with ncu's default `--cache-control all` (caches flushed before each
+replay pass): a launch's cold-cache traffic, typically more than it moves inside training, where
+its inputs may still be in L2.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from tbd.errors import UsageError
+
+# Only core imports. The metric names are those analysis.counter_work reads, the ellipsis the one
+# profilers.trace_names.clean_name shortens names with (a test holds both equal).
+#: FP32/FP16/FP64 add, mul and fma thread instructions (counter_work.FLOP_METRICS).
+FLOP_METRICS = tuple(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum"
+                     for p in "fhd" for op in ("add", "mul", "fma"))
+DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+ELLIPSIS = "\u2026"
+#: The NVTX domain and range tbd pushes around its trace window (profilers.pytorch, profilers.loop).
+NVTX_DOMAIN = "tbd"
+NVTX_RANGE = "tbd.trace_window"
+#: Tensor-pipe counters whatever the GPU names them (analysis.counter_work): warp instructions
+#: (sm__inst_executed_pipe_tensor.sum, or per opcode) and math ops per tensor path.
+TENSOR_METRICS = (r"regex:^sm__inst_executed_pipe_tensor[a-z0-9_]*\.sum$",
+                  r"regex:^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$")
+#: FP32/FP16/FP64 add, mul and fma thread instructions, tensor-pipe work, DRAM bytes read and written.
+DEFAULT_METRICS = FLOP_METRICS + TENSOR_METRICS + DRAM_METRICS
+NAME_BASES = ("demangled", "function")
+_REGEX_SPECIAL = frozenset("\\^$.|?*+()[]{}")
+_NVTX_SPECIAL = frozenset("@,[]/*+")
+
+
+def ncu_command(kernel_name: str, launch_skip: int, launch_count: int, target: list[str] | None,
+                nvtx_range: str | None = None, metrics: tuple[str, ...] = DEFAULT_METRICS, report: str | None = None,
+                *, nvtx_domain: str | None = NVTX_DOMAIN, name_base: str = "demangled", log_file: str | None = None,
+                ncu: str = "ncu") -> list[str]:
+    """The ncu argv that measures launches S+1 .. S+C of one kernel (module docstring), then runs `target`.
+
+    Args:
+        kernel_name: the kernel's demangled name; with name_base "function", its function name or
+            any name `kernel_function_name` reduces to it. A name shortened by
+            `trace_names.clean_name` (head ... tail) matches by its head and tail.
+        launch_skip, launch_count: S and C, counted over the launches ncu matches: inside
+            `nvtx_range` when given, of the same name (the same function name with "function").
+        target: the program and its arguments, appended last; None leaves them off.
+        nvtx_range: a push/pop NVTX range (in `nvtx_domain`, None: the default domain) the launches
+            must be inside, e.g. NVTX_RANGE.
+        metrics: what to collect (DEFAULT_METRICS).
+        report: write an .ncu-rep report there instead of printing the CSV.
+        name_base: "demangled" (the whole name) or "function" (the bare function name).
+        log_file: with no report, the file the CSV (and ncu's messages) go to instead of stdout.
+        ncu: the ncu executable.
+    Raises:
+        UsageError: an empty or multi-line name, a negative skip, a count below 1, an unknown
+            name_base, a metric with a comma, or an NVTX name ncu cannot take.
+    """
+    if name_base not in NAME_BASES:
+        raise UsageError(f"name_base must be one of {', '.join(NAME_BASES)}, not {name_base!r}")
+    _check_name(kernel_name)
+    if isinstance(launch_skip, bool) or not isinstance(launch_skip, int) or launch_skip < 0:
+        raise UsageError(f"launch skip must be a whole number >= 0, not {launch_skip!r}")
+    if isinstance(launch_count, bool) or not isinstance(launch_count, int) or launch_count < 1:
+        raise UsageError(f"launch count must be a whole number >= 1, not {launch_count!r}")
+    if not metrics or any(not m or "," in m for m in metrics):
+        raise UsageError("metrics must be a non-empty list of names without commas")
+    argv = [ncu, "--target-processes", "all"]
+    if nvtx_range is not None:
+        argv += ["--nvtx", "--nvtx-push-pop-scope", "process", "--nvtx-include", nvtx_filter(nvtx_range, nvtx_domain)]
+    if name_base == "demangled":
+        argv += ["--kernel-name-base", "demangled", "--rename-kernels", "off",
+                 "--kernel-name", "regex:" + name_regex(kernel_name)]
+    else:
+        argv += ["--kernel-name-base", "function", "--kernel-name", "regex:" + name_regex(kernel_function_name(
+            kernel_name))]
+    argv += ["--launch-skip", str(launch_skip), "--launch-count", str(launch_count), "--metrics", ",".join(metrics)]
+    if report is not None:
+        argv += ["--export", report]
+    else:
+        argv += ["--csv", "--page", "raw", "--print-units", "base"]
+        if log_file is not None:
+            argv += ["--log-file", log_file]
+    return argv + list(target or [])
+
+
+def csv_export_command(report: str, *, log_file: str | None = None, ncu: str = "ncu") -> list[str]:
+    """The ncu argv that prints a report written by `ncu_command(..., report=R)` as the CSV ncu_csv reads."""
+    path = report if report.endswith(".ncu-rep") else report + ".ncu-rep"  # --export appends the suffix
+    argv = [ncu, "--import", path, "--csv", "--page", "raw", "--print-units", "base"]
+    return argv + (["--log-file", log_file] if log_file is not None else [])
+
+
+def shell_line(argv: list[str]) -> str:
+    """argv as one line for a POSIX shell, every argument quoted where needed."""
+    return shlex.join(argv)
+
+
+def name_regex(name: str) -> str:
+    """An anchored regex that matches exactly `name` (or, for a name shortened around "…", its head and
+    tail). Only the characters special in ECMAScript, PCRE and Python regexes are escaped, so every
+    engine reads the escapes alike (Python's re.escape also escapes " ", "#", "&" and "~")."""
+    parts = name.split(ELLIPSIS) if name.count(ELLIPSIS) == 1 else [name]
+    return "^" + ".*".join("".join("\\" + c if c in _REGEX_SPECIAL else c for c in part) for part in parts) + "$"
+
+
+def nvtx_filter(range_name: str, domain: str | None = NVTX_DOMAIN) -> str:
+    """ncu's --nvtx-include configuration for push/pop range `range_name` of `domain` (None: the default)."""
+    parts = [domain, range_name] if domain is not None else [range_name]
+    for part in parts:
+        if not part or "\\" in part or part.startswith("regex:") or any(c in part for c in "\n\r\0"):
+            raise UsageError(f"NVTX name {part!r} cannot be given to ncu (empty, a backslash, regex:, a line break)")
+    escaped = ["".join("\\" + c if c in _NVTX_SPECIAL else c for c in part) for part in parts]
+    return "@".join(escaped) + "/"
+
+
+def kernel_function_name(name: str) -> str:
+    """The bare function name ncu's `--kernel-name-base function` matches, from a demangled kernel name
+    as Kineto or ncu prints it: the return type, namespaces, template arguments and parameters dropped
+    ("void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)" -> "vectorized_elementwise_kernel").
+    A name that is already bare is returned as is."""
+    text = name.strip()
+    for close in (")", ">"):  # the parameter list, then the template arguments
+        text = text.rstrip()
+        if text.endswith(close):
+            opening = _matching_open(text)
+            if opening > 0:
+                text = text[:opening]
+    text = text.rstrip()
+    scope, space = _last_at_depth0(text, "::"), _last_at_depth0(text, " ")
+    cut = max(scope + 2 if scope >= 0 else 0, space + 1 if space >= 0 else 0)
+    return text[cut:] or name.strip()
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError("the kernel name is empty")
+    if any(c in name for c in "\n\r\0"):
+        raise UsageError(f"the kernel name {name[:60]!r} has a line break or NUL: no kernel is named so")
+
+
+def _matching_open(text: str) -> int:
+    """Index of the bracket that opens the group `text` ends with, -1 if unbalanced."""
+    pairs = {")": "(", ">": "<", "]": "[", "}": "{"}
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        c = text[i]
+        if c in pairs:
+            depth += 1
+        elif c in "(<[{":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _last_at_depth0(text: str, token: str) -> int:
+    """Index of the last `token` outside every bracket, -1 if none."""
+    depth, last = 0, -1
+    for i, c in enumerate(text):
+        if c in "(<[{":
+            depth += 1
+        elif c in ")>]}":
+            depth -= 1
+        elif depth == 0 and text.startswith(token, i):
+            last = i
+    return last

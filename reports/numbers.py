@@ -1,0 +1,163 @@
+"""Numbers for tables and reports, all to the same number of significant digits.
+
+A column that prints 0.0, 0.039 and 3e-05 side by side makes a reader decode three notations to
+compare three values. Every figure here is rounded to `digits` significant digits (3 unless
+asked), written positionally with thousands separators ("0.0394", "12.3", "1,235"), with its
+trailing zeros, since they say how precise it is ("2.00 s"). Integer parts are never rounded
+away: 12,345 stays "12,345", not "12,300".
+
+Units with a prefix pick the prefix from the rounded value, so 999.96 GFLOP/s is "1.00 TFLOP/s",
+never "1,000 GFLOP/s". Rates, byte counts and bandwidths use decimal SI prefixes (k, M, G, T, P),
+as GPU vendors quote peak FLOP/s and memory bandwidth; memory sizes in binary units stay with
+`terminal.fmt_bytes`.
+
+None, NaN and ±infinity print as "n/a"; "nan", "inf" and "-0" never appear. Renderers format,
+never compute: each function takes a finished figure and only chooses how to write it.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from tbd.errors import UsageError
+
+NA = "n/a"
+SI_PREFIXES = ("", "k", "M", "G", "T", "P")
+#: Magnitudes written positionally; beyond them "1.23e-07" keeps a stray value readable.
+_SMALLEST_EXP, _LARGEST_EXP = -6, 15
+#: The smallest share worth a figure: below it, "<0.01 %".
+PCT_FLOOR = 0.01
+_DURATION_UNITS = ((0, "s"), (-3, "ms"), (-6, "µs"), (-9, "ns"))
+
+
+def _finite(value) -> float | None:
+    """`value` as a float, or None when it is None, NaN, infinite or not a number at all."""
+    if value is None or isinstance(value, str):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _whole(value) -> int | None:
+    """`value` as an int when it is an integer type (int, numpy.int64; not bool, not float), else None."""
+    if isinstance(value, (bool, float, str)) or value is None:
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _exponent(value: float, digits: int) -> int:
+    """The decimal exponent of `value` once rounded to `digits` significant digits (99.96 -> 2 at 3)."""
+    return int(f"{value:.{digits - 1}e}".rsplit("e", 1)[1])
+
+
+def _unsigned_zero(text: str) -> str:
+    """`text` without the minus of a figure that rounded to zero ("-0.00" -> "0.00")."""
+    if text.startswith("-") and not any(ch in "123456789" for ch in text):
+        return text[1:]
+    return text
+
+
+def fmt_sig(value, digits: int = 3) -> str:
+    """`value` to `digits` significant digits: 0.0394 -> "0.0394", 3e-05 -> "0.0000300",
+    12.345 -> "12.3", 99.96 -> "100", 12345.6 -> "12,346", 0 -> "0".
+
+    Magnitudes below 1e-6 or from 1e15 up are written as "1.23e-07" (no table should hold them,
+    but a stray one must not print 25 zeros). Raises UsageError if digits < 1.
+    """
+    if digits < 1:
+        raise UsageError(f"cannot write a number to {digits} significant digits")
+    number = _finite(value)
+    if number is None:
+        return NA
+    if number == 0:
+        return "0"
+    exp = _exponent(number, digits)
+    if not _SMALLEST_EXP <= exp < _LARGEST_EXP:
+        return _unsigned_zero(f"{number:.{digits - 1}e}")
+    return _unsigned_zero(f"{number:,.{max(0, digits - 1 - exp)}f}")
+
+
+def fmt_pct(value, digits: int = 3, suffix: str = " %") -> str:
+    """A percentage (12.3 means 12.3 %) to `digits` significant digits, with `suffix`.
+
+    Zero is "0 %"; a share closer to zero than 0.01 % is "<0.01 %" (">-0.01 %" if negative), since
+    three digits of a rounding residue (3e-05 %) claim a precision no timer has. Pass suffix=""
+    for a column whose header already says %.
+    """
+    number = _finite(value)
+    if number is None:
+        return NA
+    if number == 0:
+        return "0" + suffix
+    if abs(number) < PCT_FLOOR:
+        return ("<" if number > 0 else ">-") + f"{PCT_FLOOR:g}" + suffix
+    return fmt_sig(number, digits) + suffix
+
+
+def _fmt_si(value, unit: str, digits: int) -> str:
+    """`value` with the SI prefix that keeps its rounded mantissa in [1, 1000) (from P up, larger)."""
+    whole = _whole(value)
+    if whole is not None and abs(whole) < 1000:
+        return f"{whole} {unit}"  # an exact count below the first prefix stays exact: "512 B"
+    number = _finite(value)
+    if number is None:
+        return NA
+    if number == 0:
+        return f"0 {unit}"
+    step = min(max(_exponent(number, digits) // 3, 0), len(SI_PREFIXES) - 1)
+    return f"{fmt_sig(number / 1000 ** step, digits)} {SI_PREFIXES[step]}{unit}"
+
+
+def fmt_rate(value, unit: str = "FLOP/s", digits: int = 3) -> str:
+    """A rate with a decimal prefix: 1.23e13 -> "12.3 TFLOP/s", 9.5e11 -> "950 GFLOP/s"."""
+    return _fmt_si(value, unit, digits)
+
+
+def fmt_bytes_si(value, digits: int = 3) -> str:
+    """Bytes in decimal units: 1.55e12 -> "1.55 TB", 9e11 -> "900 GB", 512 -> "512 B"."""
+    return _fmt_si(value, "B", digits)
+
+
+def fmt_bandwidth(value, digits: int = 3) -> str:
+    """Bytes per second in decimal units, as vendors print them: 1.555e12 -> "1.56 TB/s"."""
+    return _fmt_si(value, "B/s", digits)
+
+
+def fmt_duration(seconds, digits: int = 3) -> str:
+    """A duration in s, ms, µs or ns: 0.00123 -> "1.23 ms", 4.56e-05 -> "45.6 µs", 2 -> "2.00 s".
+
+    The unit is chosen from the rounded value (0.99996 ms is "1.00 ms"); from 1000 s up the
+    figure stays in seconds ("1,235 s"), below 1 ns it stays in ns ("0.500 ns").
+    """
+    number = _finite(seconds)
+    if number is None:
+        return NA
+    if number == 0:
+        return "0 s"
+    exp = _exponent(number, digits)
+    scale, unit = next(((s, u) for s, u in _DURATION_UNITS if exp >= s), _DURATION_UNITS[-1])
+    return f"{fmt_sig(number * 10.0 ** -scale, digits)} {unit}"
+
+
+def fmt_count(value) -> str:
+    """A count with thousands separators: 1234567 -> "1,234,567" (a float is rounded to a whole number)."""
+    whole = _whole(value)
+    if whole is not None:
+        return f"{whole:,}"
+    number = _finite(value)
+    if number is None:
+        return NA
+    return f"{round(number):,}"
+
+
+def fmt_intensity(value, digits: int = 3) -> str:
+    """Arithmetic intensity in FLOP per byte: 12.34 -> "12.3 FLOP/B"."""
+    text = fmt_sig(value, digits)
+    return text if text == NA else f"{text} FLOP/B"
