@@ -113,7 +113,9 @@ def test_kernel_tables(profile):
 def test_kernels_command_prints_table_v(run_dir, capsys):
     assert main(["kernels", str(run_dir), "--top", "3"]) == 0
     out = capsys.readouterr().out
-    assert "Utilization %" in out and "Duration %" in out
+    assert "Ops by time (3 of" in out and "Util %" in out and "Roof %" in out
+    assert "Compute-bound ops below the average FLOP utilization (the paper's Table V)" in out
+    assert "Memory-bound ops below the average bandwidth utilization" in out
 
 
 def test_report_round_trip(run_dir, capsys):
