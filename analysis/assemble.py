@@ -5,7 +5,6 @@ Pure: records in, a Profile out. The caller reads the run directory or a trace.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,10 +21,6 @@ class WorkloadInfo:
     samples_per_step: float | None
     throughput_unit: str
     units_per_step: dict[str, float] = field(default_factory=dict)
-
-
-def _nan_to_none(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
 
 
 def throughput(log: IterationLog | None, workload: WorkloadInfo | None,
@@ -232,7 +227,7 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
     fu, util_rows = flop_util(trace, peaks)
     bw_value, bw_source, bw_how = bandwidth or (None, "none", "memory bandwidth not known")
     tables = kernel_tables(trace, util_rows, peaks, bw_value, kernel_rows_shown, ncu_target(spec, log))
-    fu = replace(fu, kernel_average_pct=_nan_to_none(tables.flop_threshold_pct))
+    fu = replace(fu, kernel_average_pct=kernel_rows.finite_or_none(tables.flop_threshold_pct))
     if log is not None and not log.stable and not log.from_trace:
         notes.append("NOT STABLE: the stable phase was never reached; figures cover an unsteady run")
     if log is not None and log.from_trace:
@@ -253,7 +248,7 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
         cpu_util_pct=cpu_pct,
         memory_bytes=memory,
         no_flop_formula=flop_gaps.no_flop_formula(trace.kernels) if trace is not None else None,
-        memory_bandwidth=Bandwidth(bw_value, bw_source, bw_how, _nan_to_none(tables.bandwidth_threshold_pct)),
+        memory_bandwidth=Bandwidth(bw_value, bw_source, bw_how, kernel_rows.finite_or_none(tables.bandwidth_threshold_pct)),
     )
     return Profile(status=status, spec=spec, environment=environment, iterations=iterations_block(log),
                    metrics=metrics, kernels=tables.rows, low_util_kernels=tables.low_compute, notes=notes,

@@ -109,7 +109,7 @@ def _function_codes(distinct: list, code: np.ndarray, function_name) -> np.ndarr
     if function_name is None:
         return None
     per_name = [function_name(str(n)) for n in distinct]
-    fcode, _ = factorize(np.array(per_name + [None], dtype=object)[:-1])
+    fcode, _ = factorize(per_name)
     return fcode[code] if len(code) else np.zeros(0, dtype=np.int64)
 
 
@@ -135,7 +135,7 @@ def _launch(kernels: KernelTable, rows: np.ndarray) -> LaunchConfig | None:
     if (grid < 0).all() and (block < 0).all() and (regs < 0).all():
         return None
     keys = [tuple(r) for r in np.column_stack([grid, block, regs, smem]).tolist()]
-    key_code, configs = factorize(np.array(keys + [None], dtype=object)[:-1])
+    key_code, configs = factorize(keys)
     w = _weights(kernels, rows)
     per = np.bincount(key_code, weights=w, minlength=len(configs))
     best = int(np.argmax(per))
@@ -153,14 +153,13 @@ def _launch(kernels: KernelTable, rows: np.ndarray) -> LaunchConfig | None:
 def _ops(kernels: KernelTable, rows: np.ndarray) -> list[LaunchingOp]:
     shapes = kernels.op_shapes[rows] if kernels.op_shapes is not None else np.full(len(rows), "", dtype=object)
     stacks = kernels.op_stack[rows] if kernels.op_stack is not None else np.full(len(rows), "", dtype=object)
-    keys = [f"{o}\0{s}\0{t}" for o, s, t in zip(kernels.op[rows].tolist(), shapes.tolist(), stacks.tolist())]
-    key_code, distinct = factorize(np.array(keys, dtype=object))
+    key_code, distinct = factorize(list(zip(kernels.op[rows].tolist(), shapes.tolist(), stacks.tolist())))
     w = _weights(kernels, rows)
     per = np.bincount(key_code, weights=w, minlength=len(distinct))
     total = per.sum()
     out = []
     for k in np.argsort(-per, kind="stable")[:MAX_OPS].tolist():
-        name, shape, stack = distinct[k].split("\0")
+        name, shape, stack = distinct[k]
         if name or shape:
             out.append(LaunchingOp(name, shape, stack, 100.0 * per[k] / total))
     return out

@@ -39,7 +39,8 @@ class KernelTables:
     bandwidth_threshold_pct: float  # NaN when no memory-bound group has a known bandwidth share
 
 
-def _none(x: float | None) -> float | None:
+def finite_or_none(x: float | None) -> float | None:
+    """`x` as a float, None when it is None, NaN or infinite (profile.json holds no NaN)."""
     return None if x is None or not math.isfinite(x) else float(x)
 
 
@@ -87,12 +88,12 @@ def _row(g: ranking.KernelGroup, d: drilldown.GroupDetail, p: RooflinePoint, not
          ncu: dict | None) -> KernelRow:
     seconds = g.time_ns / 1e9
     return KernelRow(
-        name=g.name, calls=g.calls, time_s=seconds, time_share_pct=g.time_share_pct, flops=_none(g.flops),
-        flop_source=g.flop_source or None, precision=g.precision, util_pct=_none(g.util_pct), util_note=note,
-        mean_s=seconds / g.calls if g.calls else None, flops_per_s=_none(p.flops_per_s), bytes=_none(d.bytes),
-        bytes_source=ANALYTIC if math.isfinite(d.bytes) else None, intensity=_none(p.intensity), bound=p.bound,
-        attainable_flops_per_s=_none(p.attainable_flops_per_s), roofline_pct=_none(p.roofline_pct),
-        bandwidth_util_pct=_none(p.bandwidth_util_pct), roofline_note=p.reason,
+        name=g.name, calls=g.calls, time_s=seconds, time_share_pct=g.time_share_pct, flops=finite_or_none(g.flops),
+        flop_source=g.flop_source or None, precision=g.precision, util_pct=finite_or_none(g.util_pct), util_note=note,
+        mean_s=seconds / g.calls if g.calls else None, flops_per_s=finite_or_none(p.flops_per_s), bytes=finite_or_none(d.bytes),
+        bytes_source=ANALYTIC if math.isfinite(d.bytes) else None, intensity=finite_or_none(p.intensity), bound=p.bound,
+        attainable_flops_per_s=finite_or_none(p.attainable_flops_per_s), roofline_pct=finite_or_none(p.roofline_pct),
+        bandwidth_util_pct=finite_or_none(p.bandwidth_util_pct), roofline_note=p.reason,
         launch=asdict(d.launch) if d.launch else None, ops=[asdict(o) for o in d.ops], ncu=ncu)
 
 

@@ -68,13 +68,15 @@ def group_kernels(kernels: KernelTable, util_pct: np.ndarray) -> list[KernelGrou
     return groups
 
 
-def factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
+def factorize(values: np.ndarray | list) -> tuple[np.ndarray, list]:
     """(codes, distinct values): codes[i] indexes values[i] in the distinct list (first-seen order).
+
+    `values` is an array or a list of any hashables (tuples included).
 
     A dict over the values, not np.unique: kernel names run to hundreds of characters, and a
     fixed-width string copy of them to sort would cost far more than hashing each once.
     """
-    items = values.tolist()
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
     distinct = list(dict.fromkeys(items))
     index = {v: i for i, v in enumerate(distinct)}
     return np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items)), distinct

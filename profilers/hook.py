@@ -239,9 +239,8 @@ class FrameworkHook(ABC):
         if os.environ.get(NO_TRACER_VARIABLE) == "1":
             # Under Nsight Compute (the command a profile's `ncu` entry gives): ncu holds CUPTI, so the
             # window runs with its NVTX range and lead-in step but without the framework's tracer.
-            window = TraceWindow(workload, spec, run_dir, device, hooks, state, progress, run_dir)
             run_trace_window(hooks, spec.trace_iterations, state, lambda i: contextlib.nullcontext(), lambda: None,
-                             progress, lead_in=window.lead_in)
+                             progress, lead_in=TraceWindow.lead_in)
             state.notes.append(f"trace window run without the tracer ({NO_TRACER_VARIABLE}=1): no trace.json.gz")
             return
         with scratch_dir(run_dir) as scratch:

@@ -18,8 +18,8 @@ from tbd.profile import KernelRow, Profile
 from tbd.reports.kernel_names import short_kernel_name
 from tbd.reports.kernels_table import (
     ABOVE_PEAK_MARK,
-    MIN_NAME_CHARS,
     console_text,
+    fit_names,
     fmt_util,
     kernel_noun,
     new_console,
@@ -49,14 +49,6 @@ def _bound(row: KernelRow) -> str:
     return row.bound or NA
 
 
-def _names_fit(console: Console, build, names: list[str]) -> Table:
-    """The table with each name shortened (at identifier boundaries) to the room the other columns leave."""
-    probe = build(["" for _ in names])
-    probe.columns[-1].header = ""
-    budget = max(MIN_NAME_CHARS, console.width - console.measure(probe).maximum)
-    return build([short_kernel_name(printable(n), budget) for n in names])
-
-
 def _time_table(console: Console, profile: Profile, top: int) -> list[RenderableType]:
     noun = kernel_noun(profile)
     rows = profile.kernels[:top]
@@ -83,7 +75,7 @@ def _time_table(console: Console, profile: Profile, top: int) -> list[Renderable
                    + "\nBound: compute or memory on this device's roofline (bytes: inputs read + outputs written once, "
                    "an estimate); Roof %: achieved FLOP/s over the roofline's bound (bandwidth share for data "
                    f"movement). `tbd kernels RUN --kernel REGEX` shows one {noun[:-1]} in full.", style="dim")
-    return [title, _names_fit(console, build, [r.name for r in rows]), caption]
+    return [title, fit_names(console, build, [r.name for r in rows], short_kernel_name), caption]
 
 
 def _ranking(console: Console, profile: Profile, rows: Sequence[KernelRow], all_rows: int, title: str,
@@ -103,7 +95,7 @@ def _ranking(console: Console, profile: Profile, rows: Sequence[KernelRow], all_
                                                _cell_pct(row.roofline_pct), name)))
         return table
 
-    return [head, _names_fit(console, build, [r.name for r in rows]), caption]
+    return [head, fit_names(console, build, [r.name for r in rows], short_kernel_name), caption]
 
 
 def _ncu_lines(rows: Sequence[KernelRow], label: str) -> list[RenderableType]:

@@ -131,17 +131,20 @@ def plain_table(**kwargs) -> Table:
     return Table(**options)
 
 
-def fit_names(console: Console, build: Callable[[list[str]], Table], names: list[str]) -> Table:
+def fit_names(console: Console, build: Callable[[list[str]], Table], names: list[str],
+              shorten: Callable[[str, int], str] | None = None) -> Table:
     """Build a table whose last column holds `names`, each shortened to fit the console width.
 
     `build(names)` makes the table. It is first built with empty names to measure what every
     other column takes, so the budget follows the real column widths rather than a guess.
+    `shorten(name, max_chars)`: how a name is cut (default `shorten_middle`).
     """
+    shorten = shorten or shorten_middle
     probe = build(["" for _ in names])
     probe.columns[-1].header = ""  # else a header longer than the empty cells would count as "other"
     others = console.measure(probe).maximum
     budget = max(MIN_NAME_CHARS, console.width - others)
-    return build([shorten_middle(printable(n), budget) for n in names])
+    return build([shorten(printable(n), budget) for n in names])
 
 
 def kernel_noun(profile: Profile) -> str:
