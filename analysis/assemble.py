@@ -13,7 +13,17 @@ import numpy as np
 from tbd.analysis import flop_gaps, kernel_rows, ranking, stability, utilization
 from tbd.analysis.peaks import PeakModel
 from tbd.profile import COMPLETE, Bandwidth, FlopUtil, Iterations, Memory, Metrics, Profile, Throughput, Value
-from tbd.records import CpuSample, IterationLog, NvmlSample, StepSpan, TraceRecords
+from tbd.records import (
+    NO_FORMULA,
+    NO_LAUNCH_OP,
+    SHAPES_NOT_RECORDED,
+    SHAPES_UNREADABLE,
+    CpuSample,
+    IterationLog,
+    NvmlSample,
+    StepSpan,
+    TraceRecords,
+)
 
 
 @dataclass(frozen=True)
@@ -154,7 +164,13 @@ ABOVE_PEAK_OVERALL = ("FLOPs counted exceed the peak over the busy time: a preci
                       "op shapes in the trace that no run could have")
 
 
-ABOVE_PEAK = "above peak: precision or peak misdetected"
+ABOVE_PEAK = ("above peak: the analytic count exceeds what the device can do at this precision (a fast "
+              "algorithm such as Winograd or FFT convolution does fewer operations than the direct count, or "
+              "the precision or the peak is misdetected)")
+#: Why a group's FLOPs are unknown, by its flop gap (records.FLOP_GAPS).
+_GAP_NOTES = {NO_LAUNCH_OP: "no launching op in the trace", SHAPES_NOT_RECORDED: "shapes not recorded",
+              SHAPES_UNREADABLE: "its op's formula needs arguments the trace did not record",
+              NO_FORMULA: "no FLOP formula"}
 
 
 def util_note(g: ranking.KernelGroup, peaks: PeakModel) -> str | None:
@@ -164,7 +180,7 @@ def util_note(g: ranking.KernelGroup, peaks: PeakModel) -> str | None:
     if np.isfinite(g.util_pct):
         return None
     if not np.isfinite(g.flops):
-        return "no FLOP formula"
+        return _GAP_NOTES.get(g.flop_gap, "no FLOP formula")
     peak = peaks.by_precision.get(g.precision) if g.precision else None
     if peak is None or not peak.value:
         why = peak.reason if peak is not None and peak.reason else f"no peak for precision {g.precision or 'unknown'}"

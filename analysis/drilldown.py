@@ -46,21 +46,29 @@ class LaunchingOp:
 class Launches:
     """Which launches an ncu run must select to measure a group: in its last traced iteration.
 
-    ncu filters launches by name, then skips and counts among the launches that pass. A name that
-    ncu and Kineto print alike (C linkage: "ampere_sgemm_128x64_nn") is matched whole
-    (`name_base` "demangled"): `skip` counts the group's own earlier launches in the trace window,
-    `count` its launches in that iteration. A C++ name is printed differently by the two
-    demanglers, so it is matched by its bare function name ("function"), which other kernels
-    (other template instances) may share: `skip` then counts every window launch of that function
-    name before the group's first launch in the iteration, and `count` covers only the run of
-    consecutive matches that are the group's own, so exactly the group's launches are measured.
-    Launches are in start order, the order ncu sees them.
+    ncu filters launches by name, then skips and counts among the launches that pass, in launch
+    order: the order of their launching runtime calls (by kernel start where a trace has none,
+    which is launch order on one stream only). A name that ncu and
+    Kineto print alike (C linkage: "ampere_sgemm_128x64_nn") is matched whole (`name_base`
+    "demangled"): `skip` counts the group's own earlier launches in the trace window and `count`
+    its launches in that iteration, which are then consecutive among the matches. A C++ name is
+    printed differently by the two demanglers, so it is matched by its bare function name
+    ("function"), which other kernels (other template instances) may share: `skip` then counts
+    every window launch of that function name before the selected launches, and `count` covers
+    one run of consecutive matches that are all the group's launches of that iteration, so ncu
+    measures only the group's launches.
+
+    One ncu run selects one such run. Where the iteration interleaves the group's launches with
+    another instance's (Add, Mul, Add, Add), the longest run is selected (the first of equally
+    long ones) and `count` < `in_step`: the measurement covers `count` of the iteration's
+    `in_step` launches (two of three here), not all of them.
     """
 
     skip: int
     count: int
     step: int  # ProfilerStep number of the measured iteration, -1 when the window has none
     name_base: str = "demangled"  # "demangled" or "function"
+    in_step: int = 0  # the group's launches in that iteration (in the window when it has no steps)
 
 
 @dataclass(frozen=True)
@@ -174,10 +182,20 @@ def _launches(kernels: KernelTable, rows: np.ndarray, functions: np.ndarray | No
         matched, base = rows, "demangled"
     else:
         matched, base = np.flatnonzero(functions == functions[rows[0]]), "function"
-    matched = matched[np.argsort(kernels.start_ns[matched], kind="stable")]
-    mine = np.isin(matched, target)
-    first = int(np.argmax(mine))
-    # The run of consecutive matches from `first` that are the group's launches of that iteration.
-    breaks = np.flatnonzero(~mine[first:])
-    count = int(breaks[0]) if len(breaks) else len(matched) - first
-    return Launches(skip=first, count=count, step=last, name_base=base)
+    matched = matched[_launch_order(kernels, matched)]
+    mine = np.isin(matched, target).astype(np.int8)
+    # Runs of consecutive matches that are the group's launches of that iteration: the longest.
+    edges = np.diff(np.concatenate(([0], mine, [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    best = int(np.argmax(ends - starts))
+    return Launches(skip=int(starts[best]), count=int(ends[best] - starts[best]), step=last, name_base=base,
+                    in_step=len(target))
+
+
+def _launch_order(kernels: KernelTable, rows: np.ndarray) -> np.ndarray:
+    """The order of `rows` by launching call (`KernelTable.launch_ns`), else by start; ties by start."""
+    start = kernels.start_ns[rows]
+    if kernels.launch_ns is None:
+        return np.argsort(start, kind="stable")
+    launch = kernels.launch_ns[rows]
+    return np.lexsort((start, np.where(launch >= 0, launch, start)))

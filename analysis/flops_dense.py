@@ -82,10 +82,33 @@ def _macs_over(a: tuple, w: tuple) -> int:
     return numel(a) * numel(w[1:])
 
 
+def recorded_output(op: OpShapes, x: tuple, w: tuple) -> tuple[bool, tuple] | None:
+    """(transposed, output shape) of a convolution whose output shape another record gave
+    (`OpShapes.output_dims`) while its scalar arguments are unrecorded; None otherwise.
+
+    Without the `transposed` flag the channels tell: a regular conv's output has weight[0]
+    channels, a transposed conv's input has. When both hold (Cin = Cout), a larger output than
+    input means transposed; equal sizes give the same count either way.
+    """
+    if concrete(op, 6, None) is not None or not op.output_dims:
+        return None
+    out = op.output_dims[0]
+    require(isinstance(out, tuple) and len(out) == len(x) and all(type(d) is int and d >= 0 for d in out)
+            and out[0] == x[0], f"{op.name}: output {out!r} for input {x}")
+    regular, transposed = out[1] == w[0], x[1] == w[0]
+    require(regular or transposed, f"{op.name}: output {out} matches neither input {x} nor weight {w}")
+    if regular and transposed:
+        transposed = numel(out[2:]) > numel(x[2:])
+    return transposed, out
+
+
 def convolution(op: OpShapes) -> float:
     """convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)."""
     x, w = input_shape(op, 0), input_shape(op, 1)
     require(len(x) == len(w) >= 3, f"{op.name}: input {x} weight {w}")
+    known = recorded_output(op, x, w)
+    if known is not None:  # the positions counted: the input's (transposed) or the output's
+        return 2 * _conv_macs(x, w, x[2:] if known[0] else known[1][2:])
     if concrete(op, 6):  # transposed: flop_counter counts over the input's spatial positions
         return 2 * _conv_macs(x, w, x[2:])
     out = conv_out(x[2:], w[2:], concrete(op, 3), concrete(op, 4), concrete(op, 5))

@@ -106,8 +106,9 @@ def _ncu(g: ranking.KernelGroup, d: drilldown.GroupDetail, trace: TraceRecords, 
     except UsageError as exc:  # a name no kernel can have (a NUL, a line break): nothing to select
         return {"command": None, "reason": str(exc)}
     counted_from = ("the start of tbd's trace window (the NVTX range)" if nvtx else
-                    "the first kernel of the trace: add the kernel's launches before the profiler started")
+                    "the start of the trace's window: add the kernel's launches that ran before it")
     return {"command": shell_line(argv), "argv": argv, "launch_skip": d.launches.skip,
-            "launch_count": d.launches.count, "step": d.launches.step, "nvtx_range": nvtx,
+            "launch_count": d.launches.count, "launches_in_step": d.launches.in_step,
+            "step": d.launches.step, "nvtx_range": nvtx,
             "name_base": d.launches.name_base,
             "skip_counts_from": counted_from}

@@ -112,8 +112,9 @@ def ncu_command(kernel_name: str, launch_skip: int, launch_count: int, target: l
         argv += ["--kernel-name-base", "demangled", "--rename-kernels", "off",
                  "--kernel-name", "regex:" + name_regex(kernel_name)]
     else:
-        argv += ["--kernel-name-base", "function", "--kernel-name", "regex:" + name_regex(kernel_function_name(
-            kernel_name))]
+        # Renaming off here too: the names ncu prints (and tbd merges by) stay its full demangled ones.
+        argv += ["--kernel-name-base", "function", "--rename-kernels", "off", "--kernel-name",
+                 "regex:" + name_regex(kernel_function_name(kernel_name))]
     argv += ["--launch-skip", str(launch_skip), "--launch-count", str(launch_count), "--metrics", ",".join(metrics)]
     if report is not None:
         argv += ["--export", report]
@@ -158,8 +159,16 @@ def kernel_function_name(name: str) -> str:
     """The bare function name ncu's `--kernel-name-base function` matches, from a demangled kernel name
     as Kineto or ncu prints it: the return type, namespaces, template arguments and parameters dropped
     ("void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)" -> "vectorized_elementwise_kernel").
-    A name that is already bare is returned as is."""
+    A name that is already bare is returned as is. A name shortened by `trace_names.clean_name`
+    (head ... tail, its brackets no longer balanced) is read from its head: the name before the first
+    template argument list or parameter list."""
     text = name.strip()
+    head = text.split(ELLIPSIS)[0].replace("(anonymous namespace)", "_").replace("<unnamed>", "_")
+    cuts = [i for i in (head.find("<"), head.find("(")) if i >= 0]
+    if text.count(ELLIPSIS) == 1 and cuts:
+        bare = head[:min(cuts)].rstrip()
+        bare = bare[max(bare.rfind("::") + 2 if "::" in bare else 0, bare.rfind(" ") + 1):]
+        return bare or text
     for close in (")", ">"):  # the parameter list, then the template arguments
         text = text.rstrip()
         if text.endswith(close):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from tbd.analysis.flops_args import concrete, input_shape, int_list, numel, output_mask, require
-from tbd.analysis.flops_dense import conv_out
+from tbd.analysis.flops_dense import conv_out, recorded_output
 from tbd.analysis.op_bytes_args import dtype_arg, itemsize, list_elements, optional_bytes, present, reads, tensor_bytes
 from tbd.records import OpShapes
 
@@ -81,6 +81,9 @@ def convolution(op: OpShapes) -> int:
     input, weight and bias read; the output [N, Cout, out spatial] written in the input's dtype."""
     x, w = input_shape(op, 0), input_shape(op, 1)
     require(len(x) == len(w) >= 3, f"{op.name}: input {x} weight {w}")
+    known = recorded_output(op, x, w)
+    if known is not None:
+        return reads(op, (0, 1), (2,)) + numel(known[1]) * itemsize(op, 0)
     stride, padding, dilation = concrete(op, 3), concrete(op, 4), concrete(op, 5)
     if concrete(op, 6):  # transposed: weight [Cin, Cout/groups, k...]
         groups = concrete(op, 8)

@@ -21,6 +21,9 @@ class KernelGroup:
     flop_source: str  # "analytic", "measured" or "" (unknown)
     precision: str  # the precision most of the group's time ran in
     util_pct: float  # flops / (peak x time) x 100, NaN when unknown
+    # Why its FLOPs are unknown (records.FLOP_GAPS): the gap of most of its unknown rows' time;
+    # "" when known or when the reader does not tell.
+    flop_gap: str = ""
 
     @property
     def above_peak(self) -> bool:
@@ -51,6 +54,8 @@ def group_kernels(kernels: KernelTable, util_pct: np.ndarray) -> list[KernelGrou
     util_unknown = np.bincount(inverse, weights=~np.isfinite(util_pct), minlength=size) > 0
     precision = _dominant(inverse, size, kernels.precision, dur)
     source = _shared(inverse, size, kernels.flop_source)
+    gaps = _dominant(inverse, size, kernels.flop_gap, np.where(np.isfinite(kernels.flops), 0.0, dur)) \
+        if kernels.flop_gap is not None else [""] * size
     by_name = np.empty(size, dtype=np.int64)
     by_name[sorted(range(size), key=names.__getitem__)] = np.arange(size)
     groups = []
@@ -64,6 +69,7 @@ def group_kernels(kernels: KernelTable, util_pct: np.ndarray) -> list[KernelGrou
             flop_source="" if unknown[g] else source[g],
             precision=precision[g],
             util_pct=float("nan") if util_unknown[g] or time_ns[g] <= 0 else float(weighted[g] / time_ns[g]),
+            flop_gap=gaps[g] if unknown[g] else "",
         ))
     return groups
 

@@ -19,10 +19,11 @@ smsp__sass_thread_inst_executed_op_{f,h,d}{add,mul,fma}_pred_on.sum counters, an
 
 "ts" and "dur" are not measured: Kineto splits the profiling session's span evenly between the
 ranges ("the actual times do not really matter here"), so every range has the same duration and
-they only give the ranges' order. A range is matched to its launch by that order (the n-th range of
-a device is its n-th kernel launch, as HolisticTraceAnalysis matches them to cudaLaunchKernel
-calls); the range profiler runs alone (Kineto refuses it beside other CUDA activity), so the
-trace has no "kernel" events of its own to match against.
+they only give the ranges' order: the n-th range of a device is its n-th kernel launch (`index`),
+which is how HolisticTraceAnalysis matches them to cudaLaunchKernel calls. tbd merges a range into
+a kernel group by its name (analysis.counters_merge), not by that order. The range profiler runs
+alone (Kineto refuses it beside kernel, memcpy or memset tracing), so its trace has no "kernel"
+events: `tbd kernels` on such a trace finds no kernel group to merge into and says so.
 
 Refused with a one-line `TraceFormatError`: not JSON, no "traceEvents", no cuda_profiler_range
 event (with how to record one), and a metric whose value is not a finite number. An "args" key

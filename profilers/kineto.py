@@ -66,6 +66,7 @@ import numpy as np
 from tbd.errors import TraceFormatError
 from tbd.profilers.kineto_batches import TRACE_HINT
 from tbd.profilers.kineto_columns import KinetoTrace
+from tbd.profilers.kineto_completion import Completion, complete_shapes
 from tbd.profilers.kineto_decode import decode_trace, read_trace_file
 from tbd.profilers.kineto_signatures import SignatureFlops, flop_gaps, signature_flops
 from tbd.profilers.kineto_stacks import python_stacks
@@ -114,7 +115,9 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
                                hint="tbd analyze reads torch.profiler (Kineto) traces from PyTorch 1.8 on, a folder "
                                     "of them, and tbd run directories of every framework")
     tree = op_tree(trace.ops)
-    sig = signature_flops(trace.signatures, flops_of, precision_of, bytes_of)
+    completion = complete_shapes(trace, tree)
+    tree = replace(tree, signature=completion.signature)
+    sig = signature_flops(completion.signatures, flops_of, precision_of, bytes_of)
     if len(trace.kernels.start_ns):
         records = _gpu_records(trace, tree, sig, source, kernel_precisions)
     else:
@@ -122,7 +125,17 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
     if empty:
         records = replace(records, notes=records.notes + (
             "the trace window recorded no operator: the step ran no framework op that the profiler sees",))
-    return replace(records, notes=records.notes + _reading_notes(trace))
+    return replace(records, notes=records.notes + _reading_notes(trace) + _completion_notes(completion))
+
+
+def _completion_notes(completion: Completion) -> tuple[str, ...]:
+    """What other records of the same calls told (profilers.kineto_completion)."""
+    found = []
+    if completion.sizes_filled:
+        found.append(f"{completion.sizes_filled} convolution backward ops' size argument from their parent op")
+    if completion.outputs_found:
+        found.append(f"{completion.outputs_found} forward convolutions' output shape from their autograd node")
+    return (f"shapes this trace did not record, recovered: {'; '.join(found)}",) if found else ()
 
 
 def _reading_notes(trace: KinetoTrace) -> tuple[str, ...]:
@@ -237,7 +250,7 @@ def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: 
                         flop_gaps(flops, kroot, launch_op, tree, sig), grid=k.grid, block=k.block,
                         registers=k.registers, shared_memory=k.shared_memory, occupancy=k.occupancy,
                         op_shapes=_shapes_of(sig, tree, shown_op), op_stack=python_stacks(trace, tree, shown_op),
-                        bytes=split_flops(sig.bytes[tree.signature], kroot, k.dur_ns))
+                        bytes=split_flops(sig.bytes[tree.signature], kroot, k.dur_ns), launch_ns=launch_ts)
     keep = _in_window(k.start_ns, lo, hi)
     order = np.flatnonzero(keep)[np.argsort(k.start_ns[keep], kind="stable")]
     rows = table.select(order)

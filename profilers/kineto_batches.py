@@ -26,6 +26,7 @@ from tbd.profilers.kineto_columns import (
     Signature,
     StepColumns,
 )
+from tbd.profilers.kineto_completion import uses_sequence
 from tbd.profilers.trace_events import DUR_MAX_NS, TIME_MAX_NS, TIME_MIN_NS, step_number
 from tbd.profilers.trace_names import clean_name, quoted
 from tbd.profilers.trace_times import us_text_to_ns
@@ -60,6 +61,9 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):
     occupancy: Any = msgspec.field(name="est. achieved occupancy %", default=None)
     # Python frames of the op (torch.profiler(with_stack=True) in PyTorch 1.8-1.10: one string).
     call_stack: str | None = msgspec.field(name="Call stack", default=None)
+    # The autograd sequence number an op records (PyTorch 1.9 on): a forward op and the backward
+    # node made for it share it (profilers.kineto_completion). Any type: read by `_as_int`.
+    sequence: Any = msgspec.field(name="Sequence number", default=None)
 
 
 NO_ARGS = EventArgs()
@@ -91,6 +95,7 @@ _NAME, _PID, _TID, _TS, _DUR, _ARGS = map(attrgetter, ("name", "pid", "tid", "ts
 _DEVICE, _STREAM, _CORRELATION, _CAT = map(attrgetter, ("device", "stream", "correlation", "cat"))
 _GRID, _BLOCK, _REGISTERS, _SHARED_MEMORY, _OCCUPANCY = map(
     attrgetter, ("grid", "block", "registers", "shared_memory", "occupancy"))
+_CALL_STACK = attrgetter("call_stack")
 _TRAILING_NUMBER = re.compile(r"(?<!\d)(\d{1,19})\s*$")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _UINT64 = (0, (1 << 64) - 1)
@@ -132,6 +137,8 @@ class ColumnBuilder:
         self.signature_codes: dict = {}  # (name code << 32 | shape code) -> signature code
         self.pid_codes: dict = {}
         self.tid_codes: dict = {}
+        self.stack_codes: dict = {None: 0}  # "Call stack" text -> code; 0: none
+        self.uses_sequence: list[bool] = []  # name code -> its ops' sequence numbers are read
         self.parts: dict[str, list] = {}
         self.copies = 0
         self.categories: set = set()
@@ -246,14 +253,27 @@ class ColumnBuilder:
         self._put("op.dur", dur)
         self._put("op.thread", self._threads(ops))
         self._put("op.tid", self._ints(list(map(_TID, ops))))
-        self._put("op.signature", self._signatures(ops, names))
-        return start, start + dur
-
-    def _signatures(self, ops: list[Event], names: np.ndarray) -> np.ndarray:
-        """Signature code per op: its name code with the code of its three shape arguments' text."""
         args = list(map(_ARGS, ops))
         if None in args:  # "args": null
             args = [NO_ARGS if a is None else a for a in args]
+        self._put("op.signature", self._signatures(args, names))
+        self._put("op.sequence", self._sequences(args, names))
+        self._put("op.stack", self._codes(self.stack_codes, list(map(_CALL_STACK, args))))
+        return start, start + dur
+
+    def _sequences(self, args: list[EventArgs], names: np.ndarray) -> np.ndarray:
+        """Autograd sequence numbers (-1 none), read only for the ops whose name uses them
+        (`kineto_completion.uses_sequence`): a per-op read of every op would cost a tenth of the decoding."""
+        for name in list(self.name_codes)[len(self.uses_sequence):]:
+            self.uses_sequence.append(isinstance(name, str) and uses_sequence(name))
+        out = np.full(len(args), -1, dtype=np.int64)
+        wanted = np.flatnonzero(np.array(self.uses_sequence, dtype=bool)[names]) if len(names) else names
+        if len(wanted):
+            out[wanted] = self._ints([args[i].sequence for i in wanted.tolist()])
+        return out
+
+    def _signatures(self, args: list[EventArgs], names: np.ndarray) -> np.ndarray:
+        """Signature code per op: its name code with the code of its three shape arguments' text."""
         shapes = self._codes(self.shape_codes, list(map(b"\0".join, map(_SHAPES, args)))).astype(np.int64)
         keys, inverse = np.unique((names.astype(np.int64) << 32) | shapes, return_inverse=True)
         table = self.signature_codes
@@ -380,7 +400,8 @@ class ColumnBuilder:
         return KinetoTrace(
             source=self.source, metadata=metadata, names=names, signatures=signatures,
             ops=OpColumns(c("op.name", np.int32), c("op.start", np.int64), c("op.dur", np.int64),
-                          c("op.thread", np.int64), c("op.tid", np.int64), c("op.signature", np.int32)),
+                          c("op.thread", np.int64), c("op.tid", np.int64), c("op.signature", np.int32),
+                          c("op.sequence", np.int64), c("op.stack", np.int32)),
             steps=StepColumns(c("step.number", np.int64), c("step.start", np.int64), c("step.dur", np.int64)),
             launches=LaunchColumns(c("launch.correlation", np.int64), c("launch.start", np.int64),
                                    c("launch.thread", np.int64)),
@@ -396,7 +417,8 @@ class ColumnBuilder:
                                  c("memory.total", np.int64), c("memory.device", np.int64)),
             copies=self.copies, timed_start_ns=self.timed_start, timed_end_ns=self.timed_end,
             categories=tuple(sorted(str(c) for c in self.categories if c is not None)), memory_problem=self.memory_problem,
-            negative_durations=self.negative_durations, decode_notes=notes)
+            negative_durations=self.negative_durations, decode_notes=notes,
+            stack_texts=tuple(clean_name(s) if s else "" for s in self.stack_codes))
 
 
 _NO_SPAN = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))

@@ -21,6 +21,10 @@ class OpColumns:
     thread: np.ndarray  # int64 thread key (one per (pid, tid) pair)
     tid: np.ndarray  # int64 thread id
     signature: np.ndarray  # int32 signature code
+    # The autograd "Sequence number" (-1 none) and the "Call stack" text code (KinetoTrace.stack_texts);
+    # None for the python_function frames, which have neither.
+    sequence: np.ndarray | None = None  # int64
+    stack: np.ndarray | None = None  # int32
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class Signature:
     input_dims: bytes  # b"" when not recorded
     input_types: bytes
     concrete_inputs: bytes
+    output_dims: bytes = b""  # JSON text of the outputs' shapes when recovered (profilers.kineto_completion)
 
 
 @dataclass(frozen=True)
@@ -100,4 +105,6 @@ class KinetoTrace:
     categories: tuple[str, ...]  # every event "cat" the trace holds, sorted
     memory_problem: str | None  # why the "[memory]" events could not be used, None if they could
     negative_durations: int = 0  # events whose "dur" was negative, read as 0 ns
-    decode_notes: tuple[str, ...] = ()  # what was repaired to decode the text (invalid UTF-8, lone surrogates)
+    decode_notes: tuple[str, ...] = ()
+    # "Call stack" texts of PyTorch 1.8-1.10 ops (with_stack=True): code -> text, "" for none.
+    stack_texts: tuple[str, ...] = ("",)  # what was repaired to decode the text (invalid UTF-8, lone surrogates)

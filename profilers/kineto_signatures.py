@@ -105,7 +105,8 @@ def _op_shapes(s: Signature) -> OpShapes | None:
     """The signature's shape arguments as an OpShapes; None when their text cannot be shapes."""
     try:
         return OpShapes(name=s.name, input_dims=_tuples(_json(s.input_dims)),
-                        input_types=tuple(_json(s.input_types)), concrete_inputs=tuple(_json(s.concrete_inputs)))
+                        input_types=tuple(_json(s.input_types)), concrete_inputs=tuple(_json(s.concrete_inputs)),
+                        output_dims=_tuples(_json(s.output_dims)))
     except _Unreadable:
         return None
 

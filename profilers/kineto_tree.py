@@ -29,6 +29,8 @@ class OpTree:
     signature: np.ndarray  # int32 signature code (KinetoTrace.signatures)
     parent: np.ndarray  # int64 index of the enclosing op on the same thread, -1 for roots
     depth: np.ndarray  # int64: 0 for roots
+    sequence: np.ndarray | None = None  # int64 autograd sequence number, -1 none (OpColumns.sequence)
+    stack: np.ndarray | None = None  # int32 "Call stack" code (KinetoTrace.stack_texts)
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -44,7 +46,8 @@ def op_tree(ops: OpColumns) -> OpTree:
     # or before its start: exactly the latest earlier op on its thread whose end lies after it.
     parent = latest_above(end, lo, np.arange(len(start)) - 1, start)
     return OpTree(ops.name[order], start, end, thread, ops.tid[order], ops.signature[order], parent,
-                  _depths(parent))
+                  _depths(parent), None if ops.sequence is None else ops.sequence[order],
+                  None if ops.stack is None else ops.stack[order])
 
 
 def _thread_first(thread: np.ndarray) -> np.ndarray:

@@ -1,12 +1,11 @@
-"""Kernel tables for the terminal: the paper's Table V and the top-kernels table.
+"""Console helpers shared by the terminal reports (the kernel tables themselves: `kernel_drilldown`).
 
-Both take `KernelRow`s that analysis already grouped, ranked and measured; this module only
-picks the first N, formats numbers and shortens names (STYLE.md, "Renderers format, never
-compute"). Kernel names are data, never markup: a CUDA name such as
-`void f<float>(T [with T = float])` must print as is, so every cell is a `rich.text.Text`.
-
-Shared console helpers live here too so that `reports/terminal.py` and this module render
-through the same deterministic console.
+A deterministic in-memory console (`new_console`, `console_text`), the one table style
+(`plain_table`), names shortened to the room a table leaves them (`fit_names`, `name_room`), the
+word for device work (`kernel_noun`), the above-peak flag of a Util % cell, and the older number
+formats the metrics table and `reports/ranks.py` still use (`fmt_pct`, `fmt_seconds`). Kernel
+names are data, never markup: a CUDA name such as `void f<float>(T [with T = float])` must print
+as is, so every cell is a `rich.text.Text`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from collections.abc import Callable, Sequence
 from rich import box
 from rich.console import Console, RenderableType
 from rich.table import Table
-from rich.text import Text
 
 from tbd.errors import UsageError
 from tbd.profile import KernelRow, Profile
@@ -99,23 +97,13 @@ def fmt_seconds(value: float | None) -> str:
     return f"{value:.3f} s"
 
 
+#: Beside a Util % that lies above its precision's peak: the figure cannot be read as it stands.
 ABOVE_PEAK_MARK = "⚠"
 
 
-def fmt_util(row: KernelRow) -> str:
-    """A group's Util % cell: the figure, flagged when it lies above its precision's peak."""
-    text = fmt_pct(row.util_pct)
-    if row.util_note and row.util_note.startswith("above peak"):
-        return f"{text} {ABOVE_PEAK_MARK}"
-    return text
-
-
-def util_caption(rows: Sequence[KernelRow]) -> str:
-    """The Util % legend: n/a, and the above-peak flag when a shown row carries it."""
-    legend = "Util %: FLOPs / (peak FLOP/s of its precision x time); n/a: no FLOP formula, or no peak."
-    if any(fmt_util(r).endswith(ABOVE_PEAK_MARK) for r in rows):
-        legend += f"\n{ABOVE_PEAK_MARK}: above its precision's peak (precision or peak misdetected); not in the threshold."
-    return legend
+def above_peak(row: KernelRow) -> bool:
+    """Whether analysis flagged the group's utilization as above its precision's peak (`util_note`)."""
+    return isinstance(row.util_note, str) and row.util_note.startswith("above peak")
 
 
 def fmt_window(window: list[int] | None) -> str:
@@ -140,82 +128,19 @@ def fit_names(console: Console, build: Callable[[list[str]], Table], names: list
     `shorten(name, max_chars)`: how a name is cut (default `shorten_middle`).
     """
     shorten = shorten or shorten_middle
-    probe = build(["" for _ in names])
-    probe.columns[-1].header = ""  # else a header longer than the empty cells would count as "other"
-    others = console.measure(probe).maximum
-    budget = max(MIN_NAME_CHARS, console.width - others)
+    budget = max(MIN_NAME_CHARS, name_room(console, build, len(names)))
     return build([shorten(printable(n), budget) for n in names])
+
+
+def name_room(console: Console, build: Callable[[list[str]], Table], count: int) -> int:
+    """The characters the last column of `build`'s table gets on `console` once every other column has its
+    width: the table is built with `count` empty names and measured."""
+    probe = build(["" for _ in range(count)])
+    probe.columns[-1].header = ""  # else a header longer than the empty cells would count as "other"
+    return console.width - console.measure(probe).maximum
 
 
 def kernel_noun(profile: Profile) -> str:
     """"ops" on a CPU run, "kernels" otherwise: the word the tables use for device work."""
     # DESIGN.md: on a machine without a GPU, ops play the role of kernels.
     return "ops" if str(profile.spec.get("device", "")).startswith("cpu") else "kernels"
-
-
-def top_kernels_table(console: Console, profile: Profile, top: int) -> list[RenderableType]:
-    """The longest `top` kernel groups: name, calls, time, time %, utilization %, precision."""
-    noun = kernel_noun(profile)
-    rows = profile.kernels[:top]
-    title = Text(f"Top {noun} by time ({len(rows)} of {len(profile.kernels)})", style="bold")
-    if not rows:
-        return [title, Text(f"  none: the trace window recorded no {noun}")]
-
-    def build(names: list[str]) -> Table:
-        table = plain_table()
-        for header in ("Calls", "Time", "Time %", "Util %"):
-            table.add_column(header, justify="right")
-        table.add_column("Precision")
-        table.add_column("Name", no_wrap=True, overflow="ellipsis")
-        for row, name in zip(rows, names):
-            table.add_row(*(Text(cell) for cell in (
-                str(row.calls), fmt_seconds(row.time_s), fmt_pct(row.time_share_pct), fmt_util(row),
-                printable(row.precision), name)))
-        return table
-
-    caption = Text(f"Time %: share of the summed {noun[:-1]} time in the trace window.\n" + util_caption(rows),
-                   style="dim")
-    return [title, fit_names(console, build, [r.name for r in rows]), caption]
-
-
-def low_util_table(console: Console, profile: Profile, top: int) -> list[RenderableType]:
-    """The paper's Table V: duration %, utilization %, kernel name, and its caption."""
-    noun = kernel_noun(profile)
-    rows: list[KernelRow] = profile.low_util_kernels[:top]
-    flop = profile.metrics.flop_util_pct
-    title = Text(f"Low-utilization long {noun} (the paper's Table V): "
-                 f"{len(rows)} of {len(profile.low_util_kernels)}", style="bold")
-    if flop.kernel_average_pct is None:
-        threshold = f"{NA} — {printable(flop.reason)}" if flop.reason else NA
-    else:
-        threshold = f"{fmt_pct(flop.kernel_average_pct)} % ({flop.source})"
-    window = fmt_window(profile.iterations.trace_window) if profile.iterations else NA
-    caption = Text(f"Threshold: the busy-time-weighted average utilization of {noun} with known FLOPs, {threshold}; longest first.\n"
-                   f"Duration %: share of the summed {noun[:-1]} time in the trace window "
-                   f"(iterations {window}).", style="dim")
-    if not rows:
-        return [title, Text(f"  none: no {noun[:-1]} group is below the threshold"), caption]
-
-    def build(names: list[str]) -> Table:
-        table = plain_table()
-        table.add_column("Duration %", justify="right")
-        table.add_column("Utilization %", justify="right")
-        table.add_column(f"{noun[:-1].capitalize()} name", no_wrap=True, overflow="ellipsis")
-        for row, name in zip(rows, names):
-            table.add_row(Text(fmt_pct(row.time_share_pct)), Text(fmt_pct(row.util_pct)), Text(name))
-        return table
-
-    return [title, fit_names(console, build, [r.name for r in rows]), caption]
-
-
-def render_kernels(profile: Profile, *, top: int = 5, width: int = 100, color: bool | None = False) -> str:
-    """The paper's Table V for `profile`: its `top` low-utilization long kernels, as text.
-
-    Args: top, rows shown (longest first, as analysis ranked them); width, in terminal cells;
-    color, ANSI styling: True, False (deterministic plain text) or None (if stdout is a terminal).
-    Returns the rendered text, ending in a newline.
-    """
-    if top < 1:
-        raise UsageError(f"--top must be at least 1, got {top}")
-    console = new_console(width, color)
-    return console_text(console, low_util_table(console, profile, top))

@@ -1,8 +1,8 @@
 """The terminal report: a finished `Profile` as text, a kernel engineer's first screen.
 
 Sections, top to bottom: header (run, device, status; a PARTIAL run gets a loud banner), the
-iterations line (warm-up, stability, windows), the metrics table, memory, top kernels, the
-paper's Table V, notes. Every figure comes from the Profile as analysis computed it; this
+iterations line (warm-up, stability, windows), the metrics table, memory, the kernels by time and
+the two rankings (compute-bound: the paper's Table V; memory-bound), notes. Every figure comes from the Profile as analysis computed it; this
 module only chooses units and layout (STYLE.md, "Renderers format, never compute"). A null
 figure prints as "n/a — <reason>".
 """
@@ -14,10 +14,12 @@ from typing import Any
 
 from rich import box
 from rich.console import RenderableType
+from rich.table import Table
 from rich.text import Text
 
 from tbd.errors import UsageError
 from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Iterations, Memory, NoFlopFormula, Profile, Value
+from tbd.reports.kernel_drilldown import rankings, time_table
 from tbd.reports.kernels_table import (
     NA,
     console_text,
@@ -25,12 +27,9 @@ from tbd.reports.kernels_table import (
     fmt_seconds,
     fmt_window,
     kernel_noun,
-    low_util_table,
     new_console,
     plain_table,
-    render_kernels,
     shorten_middle,
-    top_kernels_table,
 )
 from tbd.reports.printable import printable
 
@@ -256,7 +255,20 @@ def _torch_memory(cross: dict[str, Any] | None) -> list[RenderableType]:
 def _notes(profile: Profile) -> list[RenderableType]:
     if not profile.notes:
         return []
-    return [Text("Notes", style="bold"), *(Text(f"  - {printable(note)}") for note in profile.notes)]
+    # A grid, so that a long note wraps under its own text rather than under the dash.
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for note in profile.notes:
+        grid.add_row("  -", Text(printable(note)))
+    return [Text("Notes", style="bold"), grid]
+
+
+def _kernels_pointer(profile: Profile) -> Text:
+    """Where the rest of the kernel drill-down is: `tbd kernels` (its launch and ncu parts are GPU-only)."""
+    what = ("launch configuration, roofline and Nsight Compute commands" if kernel_noun(profile) == "kernels"
+            else "launching shapes, Python stacks and roofline of each op")
+    return Text(f"`tbd kernels RUN`: {what}.", style="dim")
 
 
 def render_profile(profile: Profile, *, width: int = 100, color: bool | None = False, top: int = 10) -> str:
@@ -274,8 +286,8 @@ def render_profile(profile: Profile, *, width: int = 100, color: bool | None = F
         *_header(profile), *_iterations(profile), None,
         *_metrics(profile), None,
         *_memory(profile.metrics.memory_bytes), None,
-        *top_kernels_table(console, profile, top), None,
-        *low_util_table(console, profile, top),
+        *time_table(console, profile, top), None,
+        *rankings(console, profile, top), None, _kernels_pointer(profile),
     ]
     notes = _notes(profile)
     if notes:
@@ -283,4 +295,4 @@ def render_profile(profile: Profile, *, width: int = 100, color: bool | None = F
     return console_text(console, parts)
 
 
-__all__ = ["render_profile", "render_kernels", "fmt_bytes", "fmt_flops"]  # render_kernels: the CLI imports it here
+__all__ = ["render_profile", "fmt_bytes", "fmt_flops"]

@@ -14,7 +14,8 @@ from tbd.errors import TbdError, UsageError
 
 COMMANDS = {
     "profile": (profile, "run a suite workload and report throughput, utilization, memory and kernels"),
-    "kernels": (kernels, "rank long kernels with below-average FLOP utilization (the paper's Table V)"),
+    "kernels": (kernels, "kernel drill-down: launch configuration, shapes, roofline, the two low-utilization "
+                         "rankings and their Nsight Compute commands"),
     "analyze": (analyze, "analyse a PyTorch/Kineto trace that another tool recorded"),
     "report": (report, "render a saved profile.json again"),
     "env": (env, "show, per framework, whether it is usable, its version, interpreter and GPU"),

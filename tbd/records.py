@@ -59,6 +59,9 @@ class OpShapes:
     input_dims: tuple  # Kineto "Input Dims": a list per input, [] for scalars/None
     input_types: tuple  # Kineto "Input type": "float", "c10::Half", "Scalar", "ScalarList", ""
     concrete_inputs: tuple  # Kineto "Concrete Inputs": strings, "" when not recorded
+    # Shapes of the outputs when another record of the call gives them (a forward op's autograd
+    # node holds its output gradients: profilers.kineto_completion); () when unknown.
+    output_dims: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,9 @@ class KernelTable:
     op_shapes: np.ndarray | None = None  # object: "33×100, 100×100 (float)", "" unknown
     op_stack: np.ndarray | None = None  # object: Python frames, innermost first, " < "-joined; ""
     bytes: np.ndarray | None = None  # float64
+    # int64 start of the row's launching runtime call (-1 none): launch order, which on several
+    # streams differs from kernel start order and is the order ncu counts launches in.
+    launch_ns: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.name)

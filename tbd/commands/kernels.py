@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 
-from tbd.analysis.counters_merge import MeasuredLaunch, merge_measured
 from tbd.collect import load_profile, profile_from_trace, run_dir_of_trace
 from tbd.commands.arguments import positive_int
 from tbd.commands.common import terminal_width, write
 from tbd.errors import UsageError
+from tbd.ncu_measure import merged_profile
 from tbd.profile import Profile
 from tbd.profilers import cupti_counters, ncu_csv
 from tbd.reports.kernel_drilldown import render_kernel_detail, render_kernel_report
@@ -43,13 +42,6 @@ def _profile(target: str) -> Profile:
     return load_profile(run_dir) if run_dir is not None else profile_from_trace(path)
 
 
-def _with_measured(profile: Profile, launches: list[MeasuredLaunch], source: str) -> tuple[Profile, int]:
-    kernels, unmatched = merge_measured(profile.kernels, launches, source)
-    low, _ = merge_measured(profile.low_util_kernels, launches, source)
-    low_bw, _ = merge_measured(profile.low_bandwidth_kernels, launches, source)
-    return replace(profile, kernels=kernels, low_util_kernels=low, low_bandwidth_kernels=low_bw), unmatched
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         pattern = re.compile(args.kernel) if args.kernel is not None else None
@@ -61,12 +53,18 @@ def run(args: argparse.Namespace) -> int:
     if path.is_file() and path.name != "profile.json":
         ranges = cupti_counters.measured_launches(path)
         if ranges:
-            profile, unmatched = _with_measured(profile, ranges, "cupti_range")
-            notes.append(f"{len(ranges)} CUPTI counter ranges merged ({unmatched} matched no kernel)")
+            profile, unmatched = merged_profile(profile, ranges, "cupti_range")
+            if unmatched < len(ranges):
+                notes.append(f"{len(ranges)} CUPTI counter ranges read: {len(ranges) - unmatched} merged into kernel "
+                             f"groups, {unmatched} matched no kernel group")
+            else:  # Kineto's range profiler refuses to run beside kernel tracing (profilers.cupti_counters)
+                notes.append(f"{len(ranges)} CUPTI counter ranges not merged: no kernel group of the trace matches "
+                             "them (a range-profiler trace records no kernels of its own); measure with ncu")
     if args.ncu is not None:
         launches = ncu_csv.measured_launches(args.ncu)
-        profile, unmatched = _with_measured(profile, launches, "ncu")
-        notes.append(f"{len(launches)} ncu launches merged from {args.ncu} ({unmatched} matched no kernel)")
+        profile, unmatched = merged_profile(profile, launches, "ncu")
+        notes.append(f"{len(launches)} ncu launches read from {args.ncu}: {len(launches) - unmatched} merged into "
+                     f"kernel groups, {unmatched} matched no kernel group")
     rows = profile.kernels
     if pattern is not None:
         rows = [r for r in rows if pattern.search(r.name)]

@@ -9,6 +9,7 @@ from tbd import frameworks, registry, rundir
 from tbd.commands.arguments import memory_gib, nonnegative_int, positive_float, positive_int
 from tbd.commands.common import stderr_console, terminal_width, write
 from tbd.errors import UsageError
+from tbd.ncu_measure import measure_with_ncu
 from tbd.orchestrate import profile_run
 from tbd.records import RunSpec
 from tbd.reports.progress import StageProgress
@@ -39,6 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="FP32 peak FLOP/s of the device, instead of the GPU table's (or the CPU model's); labelled "
                         "as yours in the report")
     p.add_argument("--top", type=positive_int, default=10, help="kernels shown in the report (default 10)")
+    p.add_argument("--ncu", type=positive_int, default=None, metavar="N",
+                   help="after the run, measure the N longest ranked kernels with Nsight Compute (a second run of "
+                        "the same windows under ncu, one traced iteration) and merge the counters into profile.json; "
+                        "CUDA runs with ncu on PATH (or TBD_NCU), else a note says why nothing was measured")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--force", action="store_true",
                    help="replace a previous tbd run in --out (a folder without a tbd run is never emptied)")
@@ -67,7 +72,11 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.out) if args.out else rundir.new_run_dir(spec)
     with StageProgress(stderr_console(), enabled=not args.quiet) as progress:
         outcome = profile_run(spec, run_dir, progress, force=args.force)
-    write(render_profile(outcome.profile, width=terminal_width(), color=None, top=args.top))
+    profile = outcome.profile
+    if args.ncu is not None and not outcome.exit_code:
+        profile = measure_with_ncu(profile, run_dir, args.ncu, announce=lambda line: stderr_console().print(
+            f"tbd: {line}", highlight=False, markup=False))
+    write(render_profile(profile, width=terminal_width(), color=None, top=args.top))
     kept = "partial profile.json, iterations.json" if outcome.exit_code else "profile.json, iterations.json, trace.json.gz"
     write(f"run directory: {run_dir}  ({kept})")
     if outcome.exit_code:

@@ -21,7 +21,7 @@ def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("e2e") / "run"
     code = main(["profile", "resnet50", "--size", "test", "--batch", str(BATCH), "--warmup", str(WARMUP),
                  "--iterations", str(ITERS), "--trace-iterations", str(TRACE), "--device", "cpu",
-                 "--threads", "1", "--out", str(out), "--quiet"])
+                 "--threads", "1", "--out", str(out), "--quiet", "--ncu", "3"])
     assert code == 0
     return out
 
@@ -35,6 +35,12 @@ def test_run_directory_holds_the_contracted_files(run_dir):
     for name in ("profile.json", "iterations.json", "trace.json.gz", "spec.json"):
         assert (run_dir / name).is_file(), name
     assert not list(run_dir.rglob("*.tmp")), "no temporary files left behind"
+
+
+def test_ncu_on_a_cpu_run_is_a_note_and_nothing_else(run_dir, profile):
+    assert profile["notes"][-1] == ("--ncu: nothing measured: no ranked CUDA kernel to measure (a CPU run, or no "
+                                    "kernel below the averages)")
+    assert not (run_dir / "ncu").exists()
 
 
 def test_iterations_and_windows(profile):
@@ -108,6 +114,27 @@ def test_kernel_tables(profile):
     assert low and all(r["util_pct"] is not None for r in low)
     shares = [r["time_share_pct"] for r in low]
     assert shares == sorted(shares, reverse=True)
+
+
+def test_cpu_drilldown_roofline_against_the_measured_ceiling_and_copy_bandwidth(run_dir, profile):
+    bandwidth = json.loads((run_dir / "raw" / "bandwidth.json").read_text())["bytes_per_s"]
+    ceiling = json.loads((run_dir / "raw" / "gemm.json").read_text())["flops_per_s"]
+    metrics = profile["metrics"]
+    assert metrics["memory_bandwidth"]["value"] == bandwidth and metrics["memory_bandwidth"]["source"] == "measured_copy"
+    assert metrics["flop_util_pct"]["peaks_by_precision"] == {"fp32": ceiling}
+    rows = [r for r in profile["kernels"] if r["flops"] and r["bytes"]]
+    assert len(rows) >= 5
+    for r in rows:  # the roofline of each op with FLOPs and bytes, from its own figures
+        intensity, achieved = r["flops"] / r["bytes"], r["flops"] / r["time_s"]
+        assert r["intensity"] == pytest.approx(intensity, rel=1e-12)
+        assert r["bound"] == ("compute" if intensity >= ceiling / bandwidth else "memory")
+        assert r["flops_per_s"] == pytest.approx(achieved, rel=1e-12)
+        assert r["roofline_pct"] == pytest.approx(achieved / min(ceiling, intensity * bandwidth) * 100, rel=1e-9)
+        assert r["bandwidth_util_pct"] == pytest.approx(r["bytes"] / r["time_s"] / bandwidth * 100, rel=1e-9)
+    conv = next(r for r in profile["kernels"] if r["name"] == "aten::mkldnn_convolution")
+    stem = next(op for op in conv["ops"] if op["shapes"] == f"{BATCH}×3×32×32, 8×3×7×7 (float)")
+    assert stem["name"] == "aten::convolution" and "torch/nn/modules/conv.py(" in stem["stack"]
+    assert conv["launch"] is None and conv["ncu"] is None  # no launch configuration or ncu on the CPU
 
 
 def test_kernels_command_prints_table_v(run_dir, capsys):

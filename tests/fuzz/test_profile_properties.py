@@ -5,7 +5,7 @@ The starting point is the real profile `tbd analyze tests/fixtures/kineto_cuda_s
 at any depth) with a hostile one, or deletes the key, writes the file (Python's json writes
 NaN and Infinity tokens as it reads them) and loads it with `tbd.collect.load_profile`. Either
 the loader refuses it with a ResultFormatError whose message names a key of the mutated path, or
-the Profile renders (`render_profile`, `render_kernels`) with no nan/inf figure and no control
+the Profile renders (`render_profile`, `render_kernel_report`) with no nan/inf figure and no control
 character, and round-trips through `Profile.from_dict`.
 """
 
@@ -27,7 +27,8 @@ from testpaths import FIXTURES
 from tbd import cli
 from tbd.collect import load_profile
 from tbd.errors import ResultFormatError
-from tbd.reports.terminal import render_kernels, render_profile
+from tbd.reports.kernel_drilldown import render_kernel_report
+from tbd.reports.terminal import render_profile
 
 _DIR = Path(tempfile.mkdtemp(prefix="tbd-fuzz-profile-"))
 _DELETE = object()
@@ -93,4 +94,4 @@ def test_mutated_profile_loads_valid_or_fails_naming_the_key(analyzed, choices):
         return
     assert profile_problem(profile) is None, profile_problem(profile)
     assert text_problem(render_profile(profile, width=100)) is None
-    assert text_problem(render_kernels(profile, width=100)) is None
+    assert text_problem(render_kernel_report(profile, width=100)) is None

@@ -17,7 +17,8 @@ from testpaths import FIXTURES
 from tbd.collect import load_profile, profile_from_trace
 from tbd.errors import ResultFormatError
 from tbd.profile import Profile
-from tbd.reports.terminal import render_kernels, render_profile
+from tbd.reports.kernel_drilldown import render_kernel_report
+from tbd.reports.terminal import render_profile
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def _write(tmp_path: Path, data, name: str = "profile.json") -> Path:
 def test_the_real_profile_loads_and_renders(good, tmp_path):
     profile = load_profile(_write(tmp_path, good))
     assert profile == Profile.from_dict(good)
-    assert "nan" not in render_profile(profile) and render_kernels(profile)
+    assert "nan" not in render_profile(profile) and render_kernel_report(profile)
 
 
 @pytest.mark.parametrize("path, value, message", [

@@ -1,12 +1,16 @@
-"""Terminal renderers: golden files at width 100, colour off, plus the behaviours they promise.
+"""Terminal renderers: golden files at 80 and 120 columns, colour off, plus the behaviours they promise.
 
-The Profiles are built by hand here; byte counts and shares are written as arithmetic so a
-reader can check them. `GOLDENS` maps each tests/golden/*.txt to the call that renders it;
-tools/regen_goldens.py rewrites them from this same table.
+The Profiles are built by hand here; byte counts, shares and roofline figures are written as
+arithmetic so a reader can check them. `GOLDENS` maps each tests/golden/*.txt to the call that
+renders it; tools/regen_goldens.py rewrites them from this same table. What the kernel report
+promises beyond its goldens (columns that make way, ncu commands a shell runs as they print) is
+in test_kernel_report.py.
 """
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,7 @@ from tbd.errors import UsageError
 from tbd.profile import (
     COMPLETE,
     PARTIAL,
+    Bandwidth,
     FlopGap,
     FlopUtil,
     Iterations,
@@ -26,12 +31,14 @@ from tbd.profile import (
     Throughput,
     Value,
 )
-from tbd.reports.kernels_table import render_kernels, shorten_middle
+from tbd.reports.kernel_drilldown import render_kernel_detail, render_kernel_report
+from tbd.reports.kernels_table import shorten_middle
 from tbd.reports.terminal import fmt_bytes, fmt_flops, render_profile
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden"  # tools/regen_goldens.py loads this file alone
 MiB = 1 << 20
 GiB = 1 << 30
+WIDTHS = (80, 120)
 
 # A cuDNN-style name as long as the ones CUDA really emits (~300 characters), with both ends distinct.
 LONG_RNN_NAME = ("void cudnn::rnn::elemWiseRNNcell<float, float, float, (cudnnRNNMode_t)2, "
@@ -39,13 +46,62 @@ LONG_RNN_NAME = ("void cudnn::rnn::elemWiseRNNcell<float, float, float, (cudnnRN
                  "float const*, float const*, float const*, float const*, float const*, float const*, "
                  "float*, float*, float*, float*, float*, cudnn::reduced_divisor, int, "
                  "cudnnRNNClipMode_t, cudnnNanPropagation_t, float, float, int, int, int, int, int)")
+INDEX_SELECT_NAME = ("void (anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>"
+                     "(at::cuda::detail::TensorInfo<float, unsigned int>, long)")
+#: What analysis/ncu_command.py collects (DEFAULT_METRICS), written out: FP32/FP16/FP64 add, mul and fma
+#: thread instructions, tensor-pipe work, DRAM bytes read and written.
+NCU_METRICS = ",".join([*(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for p in "fhd"
+                          for op in ("add", "mul", "fma")),
+                        r"regex:^sm__inst_executed_pipe_tensor[a-z0-9_]*\.sum$",
+                        r"regex:^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$", "dram__bytes_read.sum",
+                        "dram__bytes_write.sum"])
+#: The `tbd profile` command ncu reruns for cuda_profile's seq2seq run (analysis.assemble.ncu_target):
+#: warm-up 14, timing iterations 14-63 (50), trace iterations 64-66 (3).
+SEQ2SEQ_RERUN = ["env", "TBD_NO_TRACER=1", "tbd", "profile", "seq2seq", "--framework", "pytorch", "--device",
+                 "cuda:0", "--warmup", "14", "--batch", "128", "--precision", "fp32", "--iterations", "50",
+                 "--trace-iterations", "3", "--quiet", "--out", "RUN_DIR-ncu"]
 
 
 def _row(name, calls, time_s, total_s, flops, util_pct, precision="fp32", source="analytic", note=None):
     # time_share_pct: the group's share of the summed kernel time in the trace window.
     return KernelRow(name=name, calls=calls, time_s=time_s, time_share_pct=time_s / total_s * 100,
                      flops=flops, flop_source=source if flops is not None else None,
-                     precision=precision, util_pct=util_pct, util_note=note)
+                     precision=precision, util_pct=util_pct, util_note=note, mean_s=time_s / calls,
+                     flops_per_s=flops / time_s if flops is not None else None)
+
+
+def _on_roofline(row: KernelRow, nbytes, peak: float, bandwidth: float, **drilldown) -> KernelRow:
+    """`row` having moved `nbytes`, placed on the roofline of a device with that peak and bandwidth the way
+    analysis/roofline.py does; `drilldown`: its launch, ops, ncu and measured fields as they are."""
+    moved = dict(bytes=nbytes, bytes_source=None if nbytes is None else "analytic",
+                 bandwidth_util_pct=None if nbytes is None else nbytes / row.time_s / bandwidth * 100)
+    if row.flops is None or nbytes is None:
+        unknown = " and ".join(what for what, v in (("FLOPs", row.flops), ("bytes", nbytes)) if v is None)
+        return replace(row, **moved, roofline_note=f"{unknown} unknown", **drilldown)
+    intensity = row.flops / nbytes
+    attainable = min(peak, intensity * bandwidth)  # the roof above this intensity
+    return replace(row, **moved, intensity=intensity, bound="memory" if intensity < peak / bandwidth else "compute",
+                   attainable_flops_per_s=attainable, roofline_pct=row.flops_per_s / attainable * 100, **drilldown)
+
+
+def _average(rows: list[KernelRow], figure: str) -> float:
+    """The busy-time-weighted average of a figure over `rows`: the threshold each ranking is below."""
+    return sum(getattr(r, figure) * r.time_s for r in rows) / sum(r.time_s for r in rows)
+
+
+def _ncu(kernel_regex: str, calls: int, name_base: str = "function") -> dict:
+    """The `ncu` field of a ranked seq2seq group: its launches in the last of the 3 traced iterations (ProfilerStep
+    66), counted inside tbd's NVTX range, so the first two iterations' launches are skipped."""
+    count = calls // 3
+    select = ["--kernel-name-base", "demangled", "--rename-kernels", "off"] if name_base == "demangled" else \
+        ["--kernel-name-base", "function"]
+    argv = ["ncu", "--target-processes", "all", "--nvtx", "--nvtx-push-pop-scope", "process", "--nvtx-include",
+            "tbd@tbd.trace_window/", *select, "--kernel-name", f"regex:^{kernel_regex}$", "--launch-skip",
+            str(2 * count), "--launch-count", str(count), "--metrics", NCU_METRICS, "--csv", "--page", "raw",
+            "--print-units", "base", *SEQ2SEQ_RERUN]
+    return {"command": shlex.join(argv), "argv": argv, "launch_skip": 2 * count, "launch_count": count, "step": 66,
+            "nvtx_range": "tbd.trace_window", "name_base": name_base,
+            "skip_counts_from": "the start of tbd's trace window (the NVTX range)"}
 
 
 def _torch_cross_check() -> dict:
@@ -63,31 +119,70 @@ def _torch_cross_check() -> dict:
 
 
 def cuda_profile() -> Profile:
-    """seq2seq on an H100: every field measured, a PyTorch memory cross-check present."""
+    """seq2seq on an H100: every field measured, a PyTorch memory cross-check present.
+
+    Roofline: FP32 peak 66.9 TFLOP/s over 3.35 TB/s puts the ridge at about 20 FLOP/B; each row's
+    bytes are written as FLOPs / its intensity.
+    """
     total = 0.300  # summed kernel time over the 3 traced iterations, seconds
     peak = 132 * 1980e6 * 256  # H100 SXM FP32: SMs x max SM clock x FLOP/clk/SM
+    bandwidth = 3.35e12  # H100 SXM5 HBM3, bytes/s (datasheet)
+
+    def on_roofline(row, intensity, **drilldown):
+        return _on_roofline(row, row.flops / intensity if intensity else None, peak, bandwidth, **drilldown)
+
+    rnn = _row(LONG_RNN_NAME, 1440, 0.054, total, 0.021 * peak * 0.054, 2.1)
+    rnn_per_call = rnn.flops / rnn.calls
     kernels = [
-        _row("ampere_sgemm_128x128_tn", 360, 0.096, total, 0.612 * peak * 0.096, 61.2),
-        _row(LONG_RNN_NAME, 1440, 0.054, total, 0.021 * peak * 0.054, 2.1),
-        _row("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-             "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
-             "at::detail::Array<char*, 3>)", 2880, 0.036, total, 0.008 * peak * 0.036, 0.8),
+        on_roofline(_row("ampere_sgemm_128x128_tn", 360, 0.096, total, 0.612 * peak * 0.096, 61.2), 85,
+                    launch={"grid": [8, 16, 1], "block": [256, 1, 1], "registers_per_thread": 122,
+                            "shared_memory_bytes": 32_768, "occupancy_pct": 12.5, "configs": 1, "share_pct": 100.0}),
+        # An RNN cell right of the ridge yet at 2.1 %: compute-bound and slow, what Table V is for.
+        on_roofline(rnn, 25,
+                    launch={"grid": [128, 1, 1], "block": [256, 1, 1], "registers_per_thread": 40,
+                            "shared_memory_bytes": 0, "occupancy_pct": 100.0, "configs": 2, "share_pct": 75.0},
+                    ops=[{"name": "aten::_cudnn_rnn", "shapes": "25×128×1024, 4096×1024, 4096×1024, 4096 (float)",
+                          "stack": "seq2seq/model.py(88): forward < torch/nn/modules/module.py(1501): _call_impl "
+                                   "< seq2seq/train.py(41): step", "share_pct": 2 / 3 * 100},
+                         {"name": "aten::_cudnn_rnn_backward", "shapes": "", "stack": "", "share_pct": 1 / 3 * 100}],
+                    ncu=_ncu("elemWiseRNNcell", 1440),
+                    measured={"source": "ncu", "launches": 1440 // 3, "flops": rnn_per_call * 1.031,
+                              "analytic_flops": rnn_per_call, "flops_difference_pct": 3.1,
+                              "dram_bytes": rnn_per_call / 25 * 1.41, "analytic_bytes": rnn_per_call / 25,
+                              "bytes_difference_pct": 41.0}),
+        on_roofline(_row("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+                         "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
+                         "at::detail::Array<char*, 3>)", 2880, 0.036, total, 0.008 * peak * 0.036, 0.8), 0.25),
         # A TF32 kernel the precision table did not know, measured against FP32: flagged, not ranked.
-        _row("cutlass_90_tensorop_gemm_128x128_32x4_tn_align4", 120, 0.033, total, 1.3 * peak * 0.033, 130.0,
-             note="above peak: precision or peak misdetected"),
-        _row("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
-             "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
-             90, 0.030, total, 0.015 * peak * 0.030, 1.5),
-        _row("void (anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>"
-             "(at::cuda::detail::TensorInfo<float, unsigned int>, long)", 180, 0.024, total, None, None),
-        _row("ampere_sgemm_64x32_sliced1x4_nn", 720, 0.021, total, 0.483 * peak * 0.021, 48.3),
-        _row("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
-             "float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, "
-             "at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)",
-             270, 0.015, total, 0.004 * peak * 0.015, 0.4),
-        _row("void at::native::unrolled_elementwise_kernel<at::native::FillFunctor<float>> [with T = float]",
-             540, 0.009, total, None, None),
+        on_roofline(_row("cutlass_90_tensorop_gemm_128x128_32x4_tn_align4", 120, 0.033, total, 1.3 * peak * 0.033,
+                         130.0, note="above peak: precision or peak misdetected"), 200),
+        on_roofline(_row("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+                         "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
+                         90, 0.030, total, 0.015 * peak * 0.030, 1.5), 1.25, ncu=_ncu("cunn_SoftMaxForward", 90)),
+        # No FLOP formula for aten::index_select, but its bytes are known: 3,200 rows of 1,024 floats gathered
+        # (read and written) and their 3,200 int64 indices read, per call.
+        _on_roofline(_row(INDEX_SELECT_NAME, 180, 0.024, total, None, None, note="no FLOP formula for "
+                          "aten::index_select"), 180 * (3200 * 1024 * 4 * 2 + 3200 * 8),
+                     peak, bandwidth,
+                     launch={"grid": [3200, 1, 1], "block": [128, 1, 1], "registers_per_thread": 26,
+                             "shared_memory_bytes": 0, "occupancy_pct": 100.0, "configs": 1, "share_pct": 100.0},
+                     ops=[{"name": "aten::index_select", "shapes": "32000×1024, 0, 3200 (float, long)", "stack": "",
+                           "share_pct": 100.0}]),
+        on_roofline(_row("ampere_sgemm_64x32_sliced1x4_nn", 720, 0.021, total, 0.183 * peak * 0.021, 18.3), 40,
+                    ncu=_ncu("ampere_sgemm_64x32_sliced1x4_nn", 720, "demangled")),
+        on_roofline(_row("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
+                         "float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, "
+                         "at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)",
+                         270, 0.015, total, 0.004 * peak * 0.015, 0.4), 0.25, ncu=_ncu("reduce_kernel", 270)),
+        # Launched with no op around it: neither FLOPs nor bytes known.
+        _on_roofline(_row("void at::native::unrolled_elementwise_kernel<at::native::FillFunctor<float>> "
+                          "[with T = float]", 540, 0.009, total, None, None, note="no launching op"), None, peak,
+                     bandwidth),
     ]
+    # The thresholds: groups with FLOPs known and not flagged; memory-bound groups with bytes known.
+    flop_average = _average([k for k in kernels if k.util_pct is not None and not k.util_note], "util_pct")
+    memory_bound = [k for k in kernels if k.bound == "memory"]
+    bandwidth_average = _average(memory_bound, "bandwidth_util_pct")
     busy_s = 0.291  # the union of kernel intervals: overlap across streams makes it < 0.300
     at_peak = {"weights": 211_763_200, "gradients": 105_881_600, "feature_maps": 2_952_790_016,
                "workspace": 134_217_728, "dynamic": 635_289_600}
@@ -103,7 +198,10 @@ def cuda_profile() -> Profile:
         flop_util_pct=FlopUtil(value=21.4, reason=None, source="analytic", peak_flops=peak,
                                peak_source="hardware_model", hardware_peak_flops=peak, hardware_peak_reason=None,
                                measured_ceiling_flops=51.3e12, flops=0.214 * peak * busy_s, busy_s=busy_s,
-                               unattributed_busy_pct=(0.024 + 0.009) / busy_s * 100, kernel_average_pct=23.6),
+                               unattributed_busy_pct=(0.024 + 0.009) / busy_s * 100, kernel_average_pct=flop_average,
+                               # the tensor-core peaks: SMs x clock x dense FLOP/clk/SM (TF32 2,048, FP16 4,096)
+                               peaks_by_precision={"fp32": peak, "tf32": 132 * 1980e6 * 2048,
+                                                   "fp16": 132 * 1980e6 * 4096}),
         cpu_util_pct=Value(100 / 16 * 0.99),  # one of 16 cores, 99 % busy launching kernels
         memory_bytes=memory,
         # the two rows without FLOPs: indexSelect (0.024 s, aten::index_select has no formula) and the
@@ -113,6 +211,8 @@ def cuda_profile() -> Profile:
                     "it, is not in the trace", [{"name": "void at::native::unrolled_elementwise_kernel", "pct": 3.0}]),
             FlopGap("no_formula", 0.024 / total * 100, "no FLOP formula for these ops yet",
                     [{"name": "aten::index_select", "pct": 0.024 / total * 100}])]),
+        memory_bandwidth=Bandwidth(bandwidth, "gpu_table", "NVIDIA H100 SXM5 80GB datasheet",
+                                   kernel_average_pct=bandwidth_average),
     )
     return Profile(
         status=COMPLETE,
@@ -125,28 +225,45 @@ def cuda_profile() -> Profile:
                               trace_window=[64, 66], times_s=[0.0694] * 67),
         metrics=metrics,
         kernels=kernels,
-        low_util_kernels=[k for k in kernels if k.util_pct is not None and k.util_pct < 21.4],
+        low_util_kernels=[k for k in kernels if k.bound == "compute" and not k.util_note and k.util_pct < flop_average],
+        low_bandwidth_kernels=[k for k in memory_bound if k.bandwidth_util_pct < bandwidth_average],
         notes=["2,412 memcpy/memset events excluded from kernels and busy time"],
     )
 
 
 def cpu_profile() -> Profile:
-    """resnet50 on a CPU-only VM: GPU figures null with reasons, ops play the role of kernels."""
+    """resnet50 on a CPU-only VM: GPU figures null with reasons, ops play the role of kernels.
+
+    Roofline: the measured GEMM ceiling 120.3 GFLOP/s over a measured copy at 9.8 GB/s puts the
+    ridge at about 12 FLOP/B; each op's bytes are written as FLOPs / its intensity.
+    """
     total = 6.0  # summed op self time over the traced iterations, seconds
     ceiling = 120.3e9  # measured GEMM FLOP/s: the peak used, since the VM hides the clock
+    bandwidth = 9.8e9  # a measured copy, bytes/s
+
+    def on_roofline(row, intensity):
+        return _on_roofline(row, row.flops / intensity if row.flops is not None else None, ceiling, bandwidth)
+
     ops = [
-        _row("aten::mkldnn_convolution", 159, 2.10, total, 0.612 * ceiling * 2.10, 61.2),
-        _row("aten::convolution_backward", 159, 1.98, total, 0.557 * ceiling * 1.98, 55.7),
-        _row("aten::native_batch_norm_backward", 159, 0.54, total, 0.021 * ceiling * 0.54, 2.1),
-        _row("aten::native_batch_norm", 159, 0.42, total, 0.032 * ceiling * 0.42, 3.2),
-        _row("aten::threshold_backward", 147, 0.30, total, 0.006 * ceiling * 0.30, 0.6),
-        _row("aten::add_", 1071, 0.24, total, 0.009 * ceiling * 0.24, 0.9),
-        _row("aten::clamp_min_", 147, 0.18, total, 0.007 * ceiling * 0.18, 0.7),
-        _row("aten::max_pool2d_with_indices_backward", 3, 0.09, total, None, None),
-        _row("aten::addmm", 3, 0.06, total, 0.384 * ceiling * 0.06, 38.4),
-        _row("aten::_foreach_add_", 6, 0.048, total, 0.0004 * ceiling * 0.048, 0.04),
-        _row("aten::copy_", 12, 0.03, total, None, None),
+        on_roofline(_row("aten::mkldnn_convolution", 159, 2.10, total, 0.612 * ceiling * 2.10, 61.2), 50),
+        on_roofline(_row("aten::convolution_backward", 159, 1.98, total, 0.557 * ceiling * 1.98, 55.7), 45),
+        on_roofline(_row("aten::native_batch_norm_backward", 159, 0.54, total, 0.021 * ceiling * 0.54, 2.1), 0.5),
+        on_roofline(_row("aten::native_batch_norm", 159, 0.42, total, 0.032 * ceiling * 0.42, 3.2), 0.75),
+        on_roofline(_row("aten::threshold_backward", 147, 0.30, total, 0.006 * ceiling * 0.30, 0.6), 0.125),
+        on_roofline(_row("aten::add_", 1071, 0.24, total, 0.009 * ceiling * 0.24, 0.9), 0.25),
+        on_roofline(_row("aten::clamp_min_", 147, 0.18, total, 0.007 * ceiling * 0.18, 0.7), 0.125),
+        on_roofline(_row("aten::max_pool2d_with_indices_backward", 3, 0.09, total, None, None,
+                         note="no FLOP formula"), None),
+        on_roofline(_row("aten::addmm", 3, 0.06, total, 0.384 * ceiling * 0.06, 38.4), 20),
+        on_roofline(_row("aten::_foreach_add_", 6, 0.048, total, 0.0004 * ceiling * 0.048, 0.04), 1 / 12),
+        # A copy does no arithmetic: 0 FLOPs, judged by bandwidth alone (80 % of it).
+        replace(_row("aten::copy_", 12, 0.03, total, 0.0, 0.0), bytes=0.8 * bandwidth * 0.03, bytes_source="analytic",
+                intensity=0.0, bound="memory", attainable_flops_per_s=0.0, roofline_pct=80.0,
+                bandwidth_util_pct=80.0),
     ]
+    flop_average = _average([k for k in ops if k.util_pct is not None], "util_pct")
+    memory_bound = [k for k in ops if k.bound == "memory"]
+    bandwidth_average = _average(memory_bound, "bandwidth_util_pct")
     busy_s = total  # CPU: op self times never overlap, so busy time is their sum
     at_peak = {"weights": 102_228_128, "gradients": 102_228_128, "feature_maps": 1_487_405_056,
                "workspace": None, "dynamic": 102_228_128 + 8 * 3 * 224 * 224 * 4}
@@ -165,9 +282,12 @@ def cpu_profile() -> Profile:
                                peak_source="measured_gemm", hardware_peak_flops=None,
                                hardware_peak_reason="CPU clock hidden by the VM", measured_ceiling_flops=ceiling,
                                flops=0.385 * ceiling * busy_s, busy_s=busy_s,
-                               unattributed_busy_pct=(0.09 + 0.03) / total * 100, kernel_average_pct=41.0),
+                               unattributed_busy_pct=0.09 / total * 100, kernel_average_pct=flop_average,
+                               peaks_by_precision={"fp32": ceiling}),
         cpu_util_pct=Value(97.1),
         memory_bytes=memory,
+        memory_bandwidth=Bandwidth(bandwidth, "measured_copy", "a 256 MiB tensor copy, best of 5",
+                                   kernel_average_pct=bandwidth_average),
     )
     return Profile(
         status=COMPLETE,
@@ -178,7 +298,8 @@ def cpu_profile() -> Profile:
                               trace_window=[13, 15], times_s=[1.47] * 16),
         metrics=metrics,
         kernels=ops,
-        low_util_kernels=[k for k in ops if k.util_pct is not None and k.util_pct < 38.5],
+        low_util_kernels=[k for k in ops if k.bound == "compute" and k.util_pct < flop_average],
+        low_bandwidth_kernels=[k for k in memory_bound if k.bandwidth_util_pct < bandwidth_average],
         notes=["CPU run: ops play the role of kernels; busy time is the sum of op self times"],
     )
 
@@ -196,9 +317,11 @@ def partial_profile() -> Profile:
         gpu_busy_nvml_pct=Value(97.0),
         flop_util_pct=FlopUtil(value=None, reason=no_trace, source="analytic", peak_flops=peak,
                                peak_source="hardware_model", hardware_peak_flops=peak, hardware_peak_reason=None,
-                               measured_ceiling_flops=None, flops=None, busy_s=None, unattributed_busy_pct=None),
+                               measured_ceiling_flops=None, flops=None, busy_s=None, unattributed_busy_pct=None,
+                               peaks_by_precision={"fp32": peak}),
         cpu_util_pct=Value(6.4),
         memory_bytes=memory,
+        memory_bandwidth=Bandwidth(1.555e12, "gpu_table", "NVIDIA A100 SXM4 40GB datasheet"),
     )
     return Profile(
         status=PARTIAL,
@@ -215,12 +338,26 @@ def partial_profile() -> Profile:
     )
 
 
+def detail_rows(profile: Profile) -> list[KernelRow]:
+    """What `tbd kernels --kernel 'elemWiseRNNcell|indexSelect'` shows: a ranked group with every drill-down
+    field, and one with no FLOPs, no ncu command and no measured counters."""
+    return [k for k in profile.kernels if "elemWiseRNNcell" in k.name or "indexSelect" in k.name]
+
+
 GOLDENS = {
-    "profile_cuda.txt": lambda: render_profile(cuda_profile(), width=100, top=6),
-    "profile_cpu.txt": lambda: render_profile(cpu_profile(), width=100),
-    "profile_partial.txt": lambda: render_profile(partial_profile(), width=100),
-    "kernels_cuda.txt": lambda: render_kernels(cuda_profile(), width=100),
-    "kernels_cpu.txt": lambda: render_kernels(cpu_profile(), top=5, width=100),
+    **{f"profile_cuda_{w}.txt": (lambda w=w: render_profile(cuda_profile(), width=w, top=6)) for w in WIDTHS},
+    **{f"profile_cpu_{w}.txt": (lambda w=w: render_profile(cpu_profile(), width=w)) for w in WIDTHS},
+    "profile_partial_80.txt": lambda: render_profile(partial_profile(), width=80),
+    **{f"kernels_cuda_{w}.txt": (lambda w=w: render_kernel_report(cuda_profile(), width=w)) for w in WIDTHS},
+    **{f"kernels_cpu_{w}.txt": (lambda w=w: render_kernel_report(cpu_profile(), top=5, width=w)) for w in WIDTHS},
+    **{f"kernel_detail_{w}.txt": (lambda w=w: render_kernel_detail(detail_rows(cuda_profile()), cuda_profile(),
+                                                                    width=w)) for w in WIDTHS},
+}
+#: Every renderer, as (profile builder, width) -> text, for the width checks.
+RENDERERS = {
+    "profile": lambda build, width: render_profile(build(), width=width),
+    "kernels": lambda build, width: render_kernel_report(build(), width=width),
+    "detail": lambda build, width: render_kernel_detail(build().kernels, build(), width=width),
 }
 
 
@@ -230,11 +367,12 @@ def test_golden(name):
     assert GOLDENS[name]() == expected, f"{name} changed; review, then run: .venv/bin/python tools/regen_goldens.py"
 
 
+@pytest.mark.parametrize("renderer", sorted(RENDERERS))
 @pytest.mark.parametrize("build", [cuda_profile, cpu_profile, partial_profile])
-@pytest.mark.parametrize("width", [60, 100, 160])
-def test_no_line_exceeds_width(build, width):
-    text = render_profile(build(), width=width) + render_kernels(build(), width=width)
-    assert max(len(line) for line in text.splitlines()) <= width
+@pytest.mark.parametrize("width", [60, 80, 120, 160])
+def test_no_line_exceeds_width(renderer, build, width):
+    text = RENDERERS[renderer](build, width)
+    assert max((len(line) for line in text.splitlines()), default=0) <= width
 
 
 def test_shorten_middle_keeps_both_ends():
@@ -247,13 +385,12 @@ def test_shorten_middle_keeps_both_ends():
         shorten_middle("abc", 0)
 
 
-def test_long_kernel_name_shortened_in_the_middle_to_fit():
-    text = render_kernels(cuda_profile(), width=100)
-    line = next(line for line in text.splitlines() if "elemWiseRNNcell" in line)
-    assert len(line) == 100  # the name takes exactly what the other columns leave
-    assert "void cudnn::rnn::elemWiseRNNcell" in line  # the head: two thirds of the room
-    assert line.endswith(", int, int, int, int)")  # the tail: the last third
-    assert "…" in line and LONG_RNN_NAME not in text
+def test_long_kernel_name_shortened_to_fit():
+    text = render_kernel_report(cuda_profile(), width=100)
+    rows = [line for line in text.splitlines() if "elemWiseRNNcell<" in line and not line.startswith("#")]
+    assert len(rows) == 2  # the time table and the compute-bound ranking
+    assert all(len(line) <= 100 for line in rows) and LONG_RNN_NAME not in text
+    assert LONG_RNN_NAME in render_kernel_detail(detail_rows(cuda_profile()), cuda_profile(), width=400)
 
 
 def test_null_metric_prints_na_with_reason():
@@ -307,14 +444,11 @@ def test_units():
 
 def test_top_below_one_is_a_usage_error():
     with pytest.raises(UsageError):
-        render_kernels(cuda_profile(), top=0)
+        render_kernel_report(cuda_profile(), top=0)
+    with pytest.raises(UsageError):
+        render_profile(cuda_profile(), top=0)
 
 
 def test_color_none_is_plain_when_stdout_is_not_a_terminal(monkeypatch):
     monkeypatch.setattr("sys.stdout.isatty", lambda: False, raising=False)
     assert render_profile(partial_profile(), color=None) == render_profile(partial_profile())
-
-
-def test_render_kernels_is_reachable_from_terminal():
-    from tbd.reports import terminal
-    assert terminal.render_kernels is render_kernels
