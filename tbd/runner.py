@@ -69,22 +69,34 @@ def _status(run_dir: Path, state: str, stage: str, message: str = "") -> None:
     rundir.atomic_write_json(run_dir / rundir.STATUS, {"state": state, "stage": stage, "message": message})
 
 
+def _capped(run_dir: Path, limit: int) -> bool:
+    """Cap the address space at `limit` bytes (emulating a host with less memory: allocations beyond it
+    fail like a real OOM); False, with the status written, when the OS refuses.
+
+    Set once the framework is imported: what is mapped already counts against the cap all the same,
+    but loading the framework's libraries under it can fail in the dynamic loader instead ("cannot
+    allocate memory for thread-local data", exit 127, not an OOM), and only when Python must first
+    compile tbd's modules (a fresh checkout), so the same run would fail or not by chance.
+    """
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ValueError, OSError) as exc:
+        _status(run_dir, "usage", "setup", f"cannot cap the address space at {limit} bytes: {exc}")
+        return False
+    return True
+
+
 def run(run_dir: Path) -> int:
     """Run the spec in `run_dir`; returns the exit code."""
     spec = RunSpec.from_dict(rundir.read_json(run_dir / rundir.SPEC, "run spec"))
     state = LoopState()
-    if spec.memory_limit_bytes:
-        # Emulates a host with less memory: allocations beyond the cap fail like a real OOM.
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (spec.memory_limit_bytes, spec.memory_limit_bytes))
-        except (ValueError, OSError) as exc:
-            _status(run_dir, "usage", "setup", f"cannot cap the address space at {spec.memory_limit_bytes} bytes: {exc}")
-            return EXIT_USAGE
     hook = None
     try:
         # One framework per child: tbd.profilers.<framework> drives the workload and writes raw records.
         # Imported here, not at the top: each child imports the one framework its spec names.
         hook = importlib.import_module(f"tbd.profilers.{spec.framework}")
+        if spec.memory_limit_bytes and not _capped(run_dir, spec.memory_limit_bytes):
+            return EXIT_USAGE
         hook.HOOK.run(spec, run_dir, state, _progress,
                       load_build=lambda: registry.load_builder(spec.model, spec.framework))
     except KeyboardInterrupt:
