@@ -107,6 +107,9 @@ def run(run_dir: Path) -> int:
         _save_partial(run_dir, state, "interrupted", f"the tbd parent process exited during {state.stage}")
         return EXIT_INTERRUPTED
     except OSError as exc:
+        if exc.errno == errno.ENOMEM:  # e.g. a lazy import under the address-space cap: out of memory
+            _save_partial(run_dir, state, "oom", f"out of memory during {state.stage}: {exc}")
+            return EXIT_OOM
         if exc.errno != errno.ENOSPC:
             return _crash(run_dir, state, exc)
         with contextlib.suppress(OSError):  # the disk may have no room for this either
