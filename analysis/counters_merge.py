@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, replace
 
 from tbd.analysis.ncu_command import kernel_function_name
-from tbd.profile import KernelRow
+from tbd.profile import KernelRow, Profile
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,14 @@ def merge_measured_lists(row_lists: list[list[KernelRow]], launches: list[Measur
     measured = {r.name: r.measured for r in merged if r.measured is not None}
     return [[replace(r, measured=measured[r.name]) if r.name in measured else r for r in rows]
             for rows in row_lists], unmatched
+
+
+def merged_profile(profile: Profile, launches: list[MeasuredLaunch], source: str) -> tuple[Profile, int]:
+    """`profile` with `launches` merged into every row list (`merge_measured_lists`); and how many
+    launches matched no row."""
+    (kernels, low, low_bw), unmatched = merge_measured_lists(
+        [profile.kernels, profile.low_util_kernels, profile.low_bandwidth_kernels], launches, source)
+    return replace(profile, kernels=kernels, low_util_kernels=low, low_bandwidth_kernels=low_bw), unmatched
 
 
 def _unique(pairs) -> dict[str, str | None]:

@@ -105,17 +105,9 @@ def ncu_command(kernel_name: str, launch_skip: int, launch_count: int, target: l
         raise UsageError(f"launch count must be a whole number >= 1, not {launch_count!r}")
     if not metrics or any(not m or "," in m for m in metrics):
         raise UsageError("metrics must be a non-empty list of names without commas")
-    argv = [ncu, "--target-processes", "all"]
-    if nvtx_range is not None:
-        argv += ["--nvtx", "--nvtx-push-pop-scope", "process", "--nvtx-include", nvtx_filter(nvtx_range, nvtx_domain)]
-    if name_base == "demangled":
-        argv += ["--kernel-name-base", "demangled", "--rename-kernels", "off",
-                 "--kernel-name", "regex:" + name_regex(kernel_name)]
-    else:
-        # Renaming off here too: the names ncu prints (and tbd merges by) stay its full demangled ones.
-        argv += ["--kernel-name-base", "function", "--rename-kernels", "off", "--kernel-name",
-                 "regex:" + name_regex(kernel_function_name(kernel_name))]
-    argv += ["--launch-skip", str(launch_skip), "--launch-count", str(launch_count), "--metrics", ",".join(metrics)]
+    regex = name_regex(kernel_name if name_base == "demangled" else kernel_function_name(kernel_name))
+    argv = ncu_argv(regex, name_base, launch_skip, launch_count, nvtx_range, metrics, nvtx_domain=nvtx_domain,
+                    ncu=ncu)
     if report is not None:
         argv += ["--export", report]
     else:
@@ -123,6 +115,20 @@ def ncu_command(kernel_name: str, launch_skip: int, launch_count: int, target: l
         if log_file is not None:
             argv += ["--log-file", log_file]
     return argv + list(target or [])
+
+
+def ncu_argv(kernel_regex: str, name_base: str, launch_skip: int | None, launch_count: int, nvtx_range: str | None,
+             metrics: tuple[str, ...], *, nvtx_domain: str | None = NVTX_DOMAIN, ncu: str = "ncu") -> list[str]:
+    """ncu's process, NVTX, kernel-name, launch and metric options (module docstring), without the
+    output options or the target. `kernel_regex` is anchored already; launch_skip None leaves it out."""
+    argv = [ncu, "--target-processes", "all"]
+    if nvtx_range is not None:
+        argv += ["--nvtx", "--nvtx-push-pop-scope", "process", "--nvtx-include", nvtx_filter(nvtx_range, nvtx_domain)]
+    # Renaming off for either base: the names ncu prints (and tbd merges by) stay its full demangled ones.
+    argv += ["--kernel-name-base", name_base, "--rename-kernels", "off", "--kernel-name", "regex:" + kernel_regex]
+    if launch_skip is not None:
+        argv += ["--launch-skip", str(launch_skip)]
+    return argv + ["--launch-count", str(launch_count), "--metrics", ",".join(metrics)]
 
 
 def csv_export_command(report: str, *, log_file: str | None = None, ncu: str = "ncu") -> list[str]:

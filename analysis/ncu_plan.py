@@ -19,14 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tbd.analysis.ncu_command import (
-    DEFAULT_METRICS,
-    NVTX_DOMAIN,
-    NVTX_RANGE,
-    kernel_function_name,
-    name_regex,
-    nvtx_filter,
-)
+from tbd.analysis.ncu_command import DEFAULT_METRICS, NVTX_RANGE, kernel_function_name, name_regex, ncu_argv
 from tbd.profile import KernelRow, Profile
 
 
@@ -67,8 +60,6 @@ def ncu_plan(profile: Profile, top: int, target: list[str], report: str, *, ncu:
     calls = sum(r.calls for r in profile.kernels if kernel_function_name(r.name) in wanted)
     count = max(1, math.ceil(calls / iterations))
     alternatives = "|".join(name_regex(f)[1:-1] for f in functions)  # name_regex anchors each: ^...$
-    argv = [ncu, "--target-processes", "all", "--nvtx", "--nvtx-push-pop-scope", "process",
-            "--nvtx-include", nvtx_filter(NVTX_RANGE, NVTX_DOMAIN), "--kernel-name-base", "function",
-            "--rename-kernels", "off", "--kernel-name", f"regex:^({alternatives})$", "--launch-count", str(count),
-            "--metrics", ",".join(metrics), "--export", report, "--force-overwrite"]
+    argv = ncu_argv(f"^({alternatives})$", "function", None, count, NVTX_RANGE, metrics, ncu=ncu)
+    argv += ["--export", report, "--force-overwrite"]
     return NcuPlan(rows, functions, count, argv + list(target))

@@ -9,7 +9,6 @@ through map); Python runs once per distinct name, thread or signature. What is s
 
 from __future__ import annotations
 
-import re
 from operator import attrgetter
 from typing import Any
 
@@ -27,6 +26,7 @@ from tbd.profilers.kineto_columns import (
     StepColumns,
 )
 from tbd.profilers.kineto_completion import uses_sequence
+from tbd.profilers.kineto_values import INT64, UINT64, as_int, dim3_column, percent_column
 from tbd.profilers.trace_events import DUR_MAX_NS, TIME_MAX_NS, TIME_MIN_NS, step_number
 from tbd.profilers.trace_names import clean_name, quoted
 from tbd.profilers.trace_times import us_text_to_ns
@@ -38,7 +38,7 @@ _EMPTY = msgspec.Raw()
 
 class EventArgs(msgspec.Struct, gc=False, frozen=True):
     # Loose types where writers differ (ROCm writes "stream": "0x0", legacy traces "tid": "stream 7"):
-    # one odd value must not stop the decoding of a whole trace; `_as_int` reads them.
+    # one odd value must not stop the decoding of a whole trace; `as_int` reads them.
     correlation: int | str | None = None
     device: int | str | None = None
     stream: int | str | None = None
@@ -53,7 +53,7 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):
     device_id: int | str | None = msgspec.field(name="Device Id", default=None)
     # A kernel's launch configuration as CUPTI reports it (PyTorch 1.8 on; ROCm traces lack it).
     # Any type: writers differ (Triton's launch events write "grid" as text), and an odd value only
-    # leaves the field unknown (`_dim3`, `_percent`, `_as_int`).
+    # leaves the field unknown (`kineto_values`).
     grid: Any = None
     block: Any = None
     registers: Any = msgspec.field(name="registers per thread", default=None)
@@ -62,7 +62,7 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):
     # Python frames of the op (torch.profiler(with_stack=True) in PyTorch 1.8-1.10: one string).
     call_stack: str | None = msgspec.field(name="Call stack", default=None)
     # The autograd sequence number an op records (PyTorch 1.9 on): a forward op and the backward
-    # node made for it share it (profilers.kineto_completion). Any type: read by `_as_int`.
+    # node made for it share it (profilers.kineto_completion). Any type: read by `as_int`.
     sequence: Any = msgspec.field(name="Sequence number", default=None)
 
 
@@ -96,29 +96,6 @@ _DEVICE, _STREAM, _CORRELATION, _CAT = map(attrgetter, ("device", "stream", "cor
 _GRID, _BLOCK, _REGISTERS, _SHARED_MEMORY, _OCCUPANCY = map(
     attrgetter, ("grid", "block", "registers", "shared_memory", "occupancy"))
 _CALL_STACK = attrgetter("call_stack")
-_TRAILING_NUMBER = re.compile(r"(?<!\d)(\d{1,19})\s*$")
-_INT64 = (-(1 << 63), (1 << 63) - 1)
-_UINT64 = (0, (1 << 64) - 1)
-
-
-def _as_int(value, bounds: tuple[int, int] = _INT64) -> int | None:
-    """An id or size as writers spell it: 7, "7", "0x7f00", "stream 7" (trailing digits); else None.
-
-    None too outside `bounds` (int64 by default), and for text longer than 64 characters
-    (no id is; a 100,000-digit string would only cost time to parse).
-    """
-    if type(value) is int:
-        return value if bounds[0] <= value <= bounds[1] else None
-    if isinstance(value, float) and value.is_integer():
-        return _as_int(int(value), bounds)
-    if isinstance(value, str) and len(value) <= 64:
-        try:
-            return _as_int(int(value.strip(), 0), bounds)
-        except ValueError:
-            found = _TRAILING_NUMBER.search(value)
-            return _as_int(int(found.group(1)), bounds) if found else None
-    return None
-
 _SHAPES = attrgetter("input_dims", "input_dims_18", "input_type", "concrete")
 
 
@@ -334,16 +311,16 @@ class ColumnBuilder:
         self._put("kernel.device", self._ints(list(map(_DEVICE, args)), kernels, _PID))
         self._put("kernel.stream", self._ints(list(map(_STREAM, args)), kernels, _TID))
         self._put("kernel.correlation", self._ints(list(map(_CORRELATION, args))))
-        self._put("kernel.grid", _dim3(list(map(_GRID, args))))
-        self._put("kernel.block", _dim3(list(map(_BLOCK, args))))
+        self._put("kernel.grid", dim3_column(list(map(_GRID, args))))
+        self._put("kernel.block", dim3_column(list(map(_BLOCK, args))))
         self._put("kernel.registers", self._ints(list(map(_REGISTERS, args))))
         self._put("kernel.shared_memory", self._ints(list(map(_SHARED_MEMORY, args))))
-        self._put("kernel.occupancy", _percent(list(map(_OCCUPANCY, args))))
+        self._put("kernel.occupancy", percent_column(list(map(_OCCUPANCY, args))))
         return start, start + dur
 
     @staticmethod
     def _ints(values: list, events: list[Event] | None = None, fallback=None) -> np.ndarray:
-        """int64 column of `values` read by `_as_int`; a None takes the event's `fallback` field; -1 if unreadable."""
+        """int64 column of `values` read by `as_int`; a None takes the event's `fallback` field; -1 if unreadable."""
         n = len(values)
         if all(type(v) is int for v in set(values)):
             try:
@@ -352,7 +329,7 @@ class ColumnBuilder:
                 pass
         if fallback is not None:
             values = [fallback(ev) if v is None else v for v, ev in zip(values, events)]
-        return np.array([-1 if v is None else v for v in map(_as_int, values)], dtype=np.int64).reshape(n)
+        return np.array([-1 if v is None else v for v in map(as_int, values)], dtype=np.int64).reshape(n)
 
     def _memory(self, memory: list[Event]) -> tuple[np.ndarray, np.ndarray]:
         if not memory:
@@ -361,8 +338,8 @@ class ColumnBuilder:
         if self.memory_problem:
             return ts, ts
         args = list(map(_ARGS, memory))
-        fields = [[_as_int(getattr(a, f), bounds) if a is not None else None for a in args]
-                  for f, bounds in (("addr", _UINT64), ("nbytes", _INT64), ("total_allocated", _INT64))]
+        fields = [[as_int(getattr(a, f), bounds) if a is not None else None for a in args]
+                  for f, bounds in (("addr", UINT64), ("nbytes", INT64), ("total_allocated", INT64))]
         for f, label in zip(fields, ("Addr", "Bytes", "Total Allocated")):
             if None in f:
                 # PyTorch 1.9 wrote "[memory]" events without "Addr": allocations cannot be paired
@@ -376,7 +353,7 @@ class ColumnBuilder:
         self._put("memory.bytes", np.array(fields[1], dtype=np.int64))
         self._put("memory.total", np.array(fields[2], dtype=np.int64))
         # No "Device Id": the CPU (-1). An unreadable one: -2, a device no analysis picks.
-        device = [-1 if a is None or a.device_id is None else _as_int(a.device_id) for a in args]
+        device = [-1 if a is None or a.device_id is None else as_int(a.device_id) for a in args]
         self._put("memory.device", np.array([-2 if d is None else d for d in device], dtype=np.int64))
         return ts, ts
 
@@ -422,23 +399,6 @@ class ColumnBuilder:
 
 
 _NO_SPAN = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-_NO_DIM3 = (-1, -1, -1)
-_DIM_MAX = 1 << 31  # CUDA's largest grid dimension is 2^31 - 1
-
-
-def _dim3(values: list) -> np.ndarray:
-    """(n, 3) int64 of [x, y, z] lists; a row that is not three sizes below 2^31 is -1s (unknown)."""
-    rows = [v if type(v) is list and len(v) == 3 and all(type(d) is int and 0 <= d < _DIM_MAX for d in v) else _NO_DIM3
-            for v in values]
-    return np.array(rows, dtype=np.int64).reshape(len(values), 3)
-
-
-def _percent(values: list) -> np.ndarray:
-    """float64 of numbers in [0, 100]; anything else NaN."""
-    out = np.array([v if type(v) in (int, float) else np.nan for v in values], dtype=np.float64)
-    return np.where((out >= 0) & (out <= 100), out, np.nan)
-
-
 def _in_range(ns: np.ndarray, ok: np.ndarray, field: str) -> tuple[np.ndarray, np.ndarray]:
     """`ok` also False where a start lies outside [TIME_MIN_NS, TIME_MAX_NS) or a duration's size
     reaches DUR_MAX_NS (`trace_events`: then no end or window length can leave int64)."""

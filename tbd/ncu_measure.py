@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tbd import rundir
 from tbd.analysis.assemble import ncu_target
-from tbd.analysis.counters_merge import MeasuredLaunch, merge_measured_lists
+from tbd.analysis.counters_merge import MeasuredLaunch, merged_profile
 from tbd.analysis.ncu_command import csv_export_command
 from tbd.analysis.ncu_plan import NcuPlan, ncu_plan
 from tbd.errors import TbdError, WorkloadError
@@ -45,13 +45,6 @@ def find_ncu() -> str | None:
     if found:
         return found
     return next((p for p in _NCU_HOMES if os.access(p, os.X_OK)), None)
-
-
-def merged_profile(profile: Profile, launches: list[MeasuredLaunch], source: str) -> tuple[Profile, int]:
-    """`profile` with `launches` merged into every row list; and how many launches matched no row."""
-    (kernels, low, low_bw), unmatched = merge_measured_lists(
-        [profile.kernels, profile.low_util_kernels, profile.low_bandwidth_kernels], launches, source)
-    return replace(profile, kernels=kernels, low_util_kernels=low, low_bandwidth_kernels=low_bw), unmatched
 
 
 def _target(run_dir: Path) -> list[str] | None:

@@ -8,11 +8,11 @@ import json
 import re
 from pathlib import Path
 
+from tbd.analysis.counters_merge import merged_profile
 from tbd.collect import load_profile, profile_from_trace, run_dir_of_trace
 from tbd.commands.arguments import positive_int
 from tbd.commands.common import terminal_width, write
 from tbd.errors import UsageError
-from tbd.ncu_measure import merged_profile
 from tbd.profile import Profile
 from tbd.profilers import cupti_counters, ncu_csv
 from tbd.reports.kernel_drilldown import render_kernel_detail, render_kernel_report
