@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tbd.analysis import flop_gaps, kernel_rows, ranking, stability, utilization
+from tbd.analysis import flop_gaps, kernel_rows, op_groups, ranking, stability, utilization
 from tbd.analysis.peaks import PeakModel
 from tbd.profile import COMPLETE, Bandwidth, FlopUtil, Iterations, Memory, Metrics, Profile, Throughput, Value
 from tbd.records import (
@@ -268,4 +268,6 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
     )
     return Profile(status=status, spec=spec, environment=environment, iterations=iterations_block(log),
                    metrics=metrics, kernels=tables.rows, low_util_kernels=tables.low_compute, notes=notes,
-                   provenance=provenance or {}, low_bandwidth_kernels=tables.low_memory)
+                   provenance=provenance or {}, low_bandwidth_kernels=tables.low_memory,
+                   op_groups=op_groups.op_groups(trace.kernels, util_rows) if trace is not None and util_rows is not None
+                   else [])

@@ -159,6 +159,22 @@ class KernelRow:
 
 
 @dataclass(frozen=True)
+class OpGroupRow:
+    """Kernel time (GPU) or op self time (CPU) grouped by the op that launched it.
+
+    The key `tbd compare` matches runs by: kernel names differ between GPUs and libraries, the
+    launching op (aten::convolution_backward, aten::addmm) does not.
+    """
+
+    name: str  # the launching op; "(no launching op)" for kernels whose op the trace lacks
+    calls: int  # kernels (ops on the CPU) it accounts for in the trace window
+    time_s: float  # summed kernel (op self) time in the trace window
+    time_share_pct: float  # of the summed kernel time in the trace window
+    flops: float | None  # FLOPs of its kernels; null when any is unknown
+    util_pct: float | None  # its kernels' FLOPs over (each kernel's precision peak x its time), time-weighted
+
+
+@dataclass(frozen=True)
 class Iterations:
     warmup: int
     warmup_s: float
@@ -184,6 +200,8 @@ class Profile:
     provenance: dict[str, Any] = field(default_factory=dict)
     # Memory-bound groups (data movement included) below the average bandwidth utilization.
     low_bandwidth_kernels: list[KernelRow] = field(default_factory=list)
+    # Kernel time by launching op, longest first (added in schema 2; absent in older files).
+    op_groups: list[OpGroupRow] = field(default_factory=list)
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -228,6 +246,8 @@ _KERNEL_ROW = {"name": c.text(), "calls": c.integer(), "time_s": c.number(), "ti
                "bandwidth_util_pct": c.number(null=True), "roofline_note": c.text(null=True),
                "launch": c.obj(null=True), "ops": c.items(c.obj(), null=True), "ncu": c.obj(null=True),
                "measured": c.obj(null=True)}
+_OP_GROUP = {"name": c.text(), "calls": c.integer(), "time_s": c.number(), "time_share_pct": c.pct(),
+             "flops": c.number(null=True), "util_pct": c.number(null=True)}
 _BANDWIDTH = {"value": c.number(null=True), "source": c.text(), "reason": c.text(null=True),
               "kernel_average_pct": c.number(null=True)}
 _FLOP_UTIL = {
@@ -336,6 +356,8 @@ def _load_profile(data: Any) -> Profile:
         kernels=_load_kernel_rows(_require(data, "kernels", list, ""), "kernels"),
         low_util_kernels=_load_kernel_rows(_require(data, "low_util_kernels", list, ""), "low_util_kernels"),
         low_bandwidth_kernels=_load_kernel_rows(data.get("low_bandwidth_kernels") or [], "low_bandwidth_kernels"),
+        op_groups=[_make(OpGroupRow, c.fields(g, f"op_groups[{i}].", _OP_GROUP))
+                   for i, g in enumerate(c.seq(null=True)(data.get("op_groups"), "op_groups") or [])],
         notes=c.items(c.text())(_require(data, "notes", list, ""), "notes"),
         provenance=c.obj(null=True)(data.get("provenance"), "provenance") or {},
     )

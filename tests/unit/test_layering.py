@@ -3,7 +3,7 @@
 Read from the source (every import statement, those inside functions too), so a violation fails
 here before anything runs. The layers:
 
-- core: tbd.errors, tbd.records, tbd.profile, tbd.rundir. Imports only core.
+- core: tbd.errors, tbd.records, tbd.profile, tbd.sweep_result, tbd.comparison, tbd.rundir. Imports only core.
 - analysis/ (tbd.analysis): core and itself. Pure functions.
 - models/ (tbd.models): core and itself.
 - reports/ (tbd.reports): core and itself. Renderers compute nothing.
@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from testpaths import ROOT
 
-CORE = {"tbd.errors", "tbd.records", "tbd.profile", "tbd.profile_checks", "tbd.rundir"}
+CORE = {"tbd.errors", "tbd.records", "tbd.profile", "tbd.profile_checks", "tbd.rundir", "tbd.sweep_result",
+        "tbd.comparison"}
 # package -> its folder in the checkout (setup.cfg package_dir)
 FOLDERS = {"tbd.analysis": "analysis", "tbd.models": "models", "tbd.reports": "reports",
            "tbd.profilers": "profilers"}
