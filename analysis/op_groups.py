@@ -3,7 +3,8 @@
 Kernel names differ between GPUs and libraries (volta_sgemm on a V100, ampere_sgemm or a cuBLASLt
 nvjet kernel elsewhere, cuDNN's engine of the day), so two runs of one model rarely share kernel
 names; the launching op (aten::convolution_backward, aten::addmm) is what they share. On the CPU
-the rows are ops already (their self time) and `op` is the op whose FLOPs they inherit.
+the rows are ops already (their self time) and `op` is the op whose FLOPs they inherit, else the
+row's own name.
 
 Pure: a KernelTable and its per-row utilizations in, records out.
 """
@@ -34,8 +35,10 @@ def op_groups(kernels: KernelTable, util_pct: np.ndarray) -> list[OpGroupRow]:
     n = len(kernels)
     if n == 0:
         return []
-    ops = np.where(kernels.op == "", kernels.name, kernels.op) if kernels.op is not None else kernels.name
-    ops = np.where(ops == "", NO_LAUNCH_OP, ops)
+    # A CPU row is an op itself: without a formula root it stands for itself. A GPU kernel whose
+    # launching call or op is missing from the trace has no op to be matched by.
+    cpu_row = kernels.device < 0
+    ops = np.where(kernels.op != "", kernels.op, np.where(cpu_row, kernels.name, NO_LAUNCH_OP))
     code, names = factorize(ops)
     size = len(names)
     dur = kernels.dur_ns.astype(np.float64)

@@ -100,8 +100,9 @@ class TraceWindow:
     lead_in: int = 1
 
     def write_trace(self, data: bytes) -> None:
-        """RUN_DIR/trace.json.gz from the tracer's uncompressed JSON bytes."""
-        rundir.atomic_write_bytes(self.run_dir / rundir.TRACE, gzip.compress(data, compresslevel=6))
+        """RUN_DIR's trace file (rundir.trace_name) from the tracer's uncompressed JSON bytes."""
+        rundir.atomic_write_bytes(self.run_dir / rundir.trace_name(self.spec.framework),
+                                  gzip.compress(data, compresslevel=6))
 
 
 #: Set to "1", the trace window runs without the framework's tracer (for ncu, which needs CUPTI).
@@ -241,7 +242,7 @@ class FrameworkHook(ABC):
             # window runs with its NVTX range and lead-in step but without the framework's tracer.
             run_trace_window(hooks, spec.trace_iterations, state, lambda i: contextlib.nullcontext(), lambda: None,
                              progress, lead_in=TraceWindow.lead_in)
-            state.notes.append(f"trace window run without the tracer ({NO_TRACER_VARIABLE}=1): no trace.json.gz")
+            state.notes.append(f"trace window run without the tracer ({NO_TRACER_VARIABLE}=1): no trace file")
             return
         with scratch_dir(run_dir) as scratch:
             self.trace_window(TraceWindow(workload, spec, run_dir, device, hooks, state, progress, scratch))

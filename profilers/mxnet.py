@@ -6,7 +6,7 @@ GPU), then a trace window under MXNet's own profiler. MXNet is asynchronous: the
 operators, so the synchronize hook is `mx.nd.waitall()` and every window ends with it.
 
 What is written, besides the shared records (spec, environment, workload, iterations, cpu, nvml,
-gemm): RUN_DIR/trace.json.gz (the profiler's dump, each traced iteration marked by a
+gemm): RUN_DIR/trace.json.gz (rundir.CHROME_TRACE; the profiler's dump, each traced iteration marked by a
 "ProfilerStep#N" Task in the "tbd" domain), raw/mxnet_shapes.json (operand shapes of every
 Convolution / FullyConnected call per traced iteration, logged by Gluon forward hooks, because
 the dump records none) and raw/memory.json (exact bytes of parameters, gradients, optimizer

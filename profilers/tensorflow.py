@@ -11,7 +11,7 @@ kernels run asynchronously, so the synchronize hook is `tf.test.experimental.syn
 The trace window runs under `tf.profiler.experimental.start/stop`, each traced iteration inside a
 `tf.profiler.experimental.Trace("ProfilerStep", step_num=N, _r=1)`; the XSpace it saves is
 rewritten as RUN_DIR/trace.json.gz by profilers/tensorflow_xspace.py, with the operand shapes of
-the step's graphs.
+the step's graphs; TF's own .xplane.pb is kept in RUN_DIR/plugins/profile/<run>/ for TensorBoard.
 
 raw/memory.json (schema `rundir.TENSORFLOW_MEMORY_SCHEMA`, read by analysis/memory_tensorflow.py):
 exact bytes of trainable variables, of their gradients (dense, same shapes), of the optimizer's
@@ -115,8 +115,12 @@ class TensorFlowHook(FrameworkHook):
         if not found:
             window.state.notes.append("TF's profiler wrote no .xplane.pb: no trace")
             return
-        trace = xspace_to_chrome(Path(found[-1]).read_bytes(), shapes)
+        xspace = Path(found[-1])
+        trace = xspace_to_chrome(xspace.read_bytes(), shapes)
         window.write_trace(json.dumps(trace, separators=(",", ":")).encode())
+        # TF's own file too, where TensorBoard's profile plugin looks (`tensorboard --logdir RUN_DIR`).
+        keep = window.run_dir / rundir.TENSORBOARD_PROFILE / xspace.parent.name / xspace.name
+        rundir.atomic_write_bytes(keep, xspace.read_bytes())
 
 
 #: The runner child's hook for `--framework tensorflow`.

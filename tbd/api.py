@@ -47,7 +47,7 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
         device: where `step` runs ("auto", "cpu", "cuda", "cuda:N"); tbd only synchronises it.
         warmup: fixed warm-up iterations; None detects the end of warm-up.
         iterations, trace_iterations: timing- and trace-window lengths.
-        out: run directory to write (profile.json, iterations.json, trace.json.gz); None keeps
+        out: run directory to write (profile.json, iterations.json, trace.pt.trace.json.gz); None keeps
             nothing on disk. A folder that is not empty is refused unless `force` and it holds a
             previous tbd run, which is then replaced.
         progress: show progress bars on stderr.

@@ -118,8 +118,8 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
     run_dir = Path(run_dir)
     raw = _read_run_dir(run_dir)
     framework = _framework(raw.spec.get("framework", "pytorch"))
-    trace_path = run_dir / rundir.TRACE
-    trace = framework.read_trace(trace_path, run_dir) if trace_path.exists() else None
+    trace_path = rundir.find_trace(run_dir)
+    trace = framework.read_trace(trace_path, run_dir) if trace_path is not None else None
     log = rundir.iteration_log_from_json(raw.iterations, str(run_dir / rundir.ITERATIONS)) if raw.iterations else None
     wl = raw.workload
     workload = WorkloadInfo(wl["samples_per_step"], wl["throughput_unit"], wl.get("units_per_step") or {}) \
@@ -138,7 +138,7 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
         peaks=device_peak_model(raw.environment, device_kind, raw.gemm, raw.spec.get("peak_flops")), status=final,
         bandwidth=device_bandwidth(raw.environment, device_kind, raw.bandwidth), notes=notes,
         reasons={"nvml": nvml_reason},
-        provenance={"run_dir": str(run_dir), "trace": rundir.TRACE if trace else None,
+        provenance={"run_dir": str(run_dir), "trace": trace_path.name if trace else None,
                     "flop_counting": "analytic formulas over recorded op shapes (analysis/flops.py)"})
 
 
@@ -246,7 +246,7 @@ def run_dir_of_trace(path: Path) -> Path | None:
     """The tbd run directory `path` is the trace of (its spec.json beside it), else None."""
     if path.is_dir():
         return path if (path / rundir.SPEC).is_file() else None
-    if path.name == rundir.TRACE and (path.parent / rundir.SPEC).is_file():
+    if path.name in rundir.TRACE_NAMES and (path.parent / rundir.SPEC).is_file():
         return path.parent
     return None
 
@@ -328,3 +328,43 @@ def _read_profile_json(path: Path) -> Any:
         raise ResultFormatError(f"{path}: not a tbd profile (JSON nested too deeply)") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ResultFormatError(f"{path}: not valid JSON (tbd profile): {str(exc)[:200]}") from None
+
+
+#: The first bytes of a profile.json as tbd writes it (`rundir.atomic_write_json`, schema first).
+_PROFILE_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"tbd\.profile/')
+
+
+def is_profile_json(path: Path) -> bool:
+    """Whether `path` is a regular file that starts like a tbd profile.json (whatever its name)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            return bool(_PROFILE_HEAD.match(f.read(64)))
+    except OSError:
+        return False
+
+
+def profile_of_target(target: str | os.PathLike, **options: Any) -> Profile:
+    """The Profile of a run directory, a profile.json (any name: `tbd analyze --json` writes one
+    anywhere), a tbd run's own trace file, or a Kineto trace another tool recorded.
+
+    `options` go to `profile_from_trace` for a foreign trace (peak_flops, sm_clock_mhz, samples_per_step).
+
+    Raises:
+        UsageError: `target` does not exist, or is a folder that is not a run directory.
+        ResultFormatError, TraceFormatError: what it holds cannot be read.
+    """
+    path = Path(target)
+    if not path.exists():
+        raise UsageError(f"{target}: no such file or folder",
+                         hint="give a tbd run directory, a profile.json or a Kineto trace (.json, .json.gz)")
+    if path.is_dir():
+        if not (path / rundir.PROFILE).exists() and not (path / rundir.SPEC).is_file():
+            raise UsageError(f"{target}: a folder that is not a tbd run directory",
+                             hint="give a run directory (it holds profile.json), or one trace of a folder of traces")
+        return load_profile(path)
+    if path.name == rundir.PROFILE or is_profile_json(path):
+        return load_profile(path)
+    run_dir = run_dir_of_trace(path)
+    return load_profile(run_dir) if run_dir is not None else profile_from_trace(path, **options)

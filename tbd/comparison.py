@@ -73,7 +73,10 @@ class Gap:
     speed_basis: str | None  # "throughput", "iteration time" or "kernel time per iteration"
     speed_reason: str | None  # why speed_ratio is null
     kernel_time_delta_s: float | None  # total kernel time per iteration minus the first's
-    top_op: str | None  # the op with the largest share of that delta (same sign as the delta)
+    top_op: str | None  # the op that moved most in the direction of that delta
+    top_op_delta_s: float | None  # its time per iteration minus the first's
+    # Its share of the delta; null when the net change is below analysis.compare.MATERIAL_CHANGE_PCT
+    # of the first run's kernel time (ops moving both ways around a near-zero total).
     top_op_share_pct: float | None
 
 
@@ -137,6 +140,7 @@ _OP = {"op": c.text(), "time_per_iteration_s": c.items(c.number(null=True)), "ut
 _GAP = {"label": c.text(), "peak_ratio": c.number(null=True), "speed_ratio": c.number(null=True),
         "speed_basis": c.text(null=True), "speed_reason": c.text(null=True),
         "kernel_time_delta_s": c.number(low=float("-inf"), null=True), "top_op": c.text(null=True),
+        "top_op_delta_s": c.number(low=float("-inf"), null=True),
         "top_op_share_pct": c.number(low=float("-inf"), null=True)}
 _TOP = {"runs": c.seq(), "metrics": c.seq(), "ops": c.seq(), "gaps": c.seq(), "differences": c.items(c.text()),
         "notes": c.items(c.text(), null=True)}

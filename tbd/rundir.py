@@ -21,7 +21,17 @@ from tbd.records import CpuSample, IterationLog, NvmlSample, RunSpec
 SPEC = "spec.json"
 PROFILE = "profile.json"
 ITERATIONS = "iterations.json"  # the per-iteration log
-TRACE = "trace.json.gz"  # the trace window, Chrome/Perfetto trace format (Kineto's export)
+# The trace window, in Chrome trace format (Perfetto and chrome://tracing open it as it is). A
+# PyTorch run's is Kineto's export, named as TensorBoard's PyTorch profiler plugin looks for it
+# (`<worker>[.<span>].pt.trace.json[.gz]`, torch_tb_profiler/consts.py), so `tensorboard --logdir
+# runs/` lists each run directory as a run. MXNet's and TensorFlow's are not Kineto traces (that
+# plugin would fail on them): they keep the plain name. PyTorch runs before 2026-11 used it too.
+TRACE = "trace.pt.trace.json.gz"
+CHROME_TRACE = "trace.json.gz"
+TRACE_NAMES = (TRACE, CHROME_TRACE)
+# A TensorFlow run also keeps TF's own XSpace where TensorBoard's profile plugin looks for it:
+# RUN_DIR/plugins/profile/<run>/<host>.xplane.pb (`tensorboard --logdir RUN_DIR`).
+TENSORBOARD_PROFILE = "plugins/profile"
 LOG = "workload.log"  # the child's stderr
 RAW = "raw"
 CPU = "raw/cpu.json"
@@ -41,7 +51,21 @@ PYTORCH_MEMORY_SCHEMA = "tbd.memory_records/1"  # raw/memory.json of a PyTorch r
 MXNET_MEMORY_SCHEMA = "tbd.mxnet_memory_records/1"  # raw/memory.json of an MXNet run
 TENSORFLOW_MEMORY_SCHEMA = "tbd.tensorflow_memory_records/1"  # raw/memory.json of a TensorFlow run
 MXNET_SHAPES_SCHEMA = "tbd.mxnet_shapes/1"  # raw/mxnet_shapes.json
-TENSORFLOW_TRACE_SCHEMA = "tbd.tensorflow_trace/1"  # trace.json.gz of a TensorFlow run (XSpace as Chrome JSON)
+TENSORFLOW_TRACE_SCHEMA = "tbd.tensorflow_trace/1"  # CHROME_TRACE of a TensorFlow run (XSpace as Chrome JSON)
+
+
+def trace_name(framework: str) -> str:
+    """The trace file's name in a run directory of `framework`."""
+    return TRACE if framework == "pytorch" else CHROME_TRACE
+
+
+def find_trace(run_dir: str | os.PathLike) -> Path | None:
+    """The run directory's trace file (either name, newest first), None when it has none."""
+    for name in TRACE_NAMES:
+        path = Path(run_dir) / name
+        if path.exists():
+            return path
+    return None
 
 
 def default_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:

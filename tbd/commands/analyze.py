@@ -1,7 +1,7 @@
 """`tbd analyze TARGET`: the trace analysis on traces that tbd did not record, or on a tbd run.
 
 TARGET is a PyTorch profiler (Kineto) trace; a folder of them (one per rank, analysed side by
-side); or a tbd run directory, or its trace.json.gz, of any framework (analysed as the run).
+side); or a tbd run directory, or its trace file, of any framework (analysed as the run).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tbd.reports.terminal import render_profile
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", type=Path, metavar="TARGET",
                    help="Kineto trace (.json or .json.gz) from torch.profiler or its TensorBoard handler; a folder of "
-                        "per-rank traces; or a tbd run directory (or its trace.json.gz) of any framework")
+                        "per-rank traces; or a tbd run directory (or its trace file) of any framework")
     p.add_argument("--peak-flops", type=positive_float, default=None,
                    help="FP32 peak FLOP/s of the device that ran the trace, instead of the GPU table's (`tbd gpus`); "
                         "labelled as yours")

@@ -9,11 +9,10 @@ import re
 from pathlib import Path
 
 from tbd.analysis.counters_merge import merged_profile
-from tbd.collect import load_profile, profile_from_trace, run_dir_of_trace
+from tbd.collect import profile_of_target
 from tbd.commands.arguments import positive_int
 from tbd.commands.common import terminal_width, write
 from tbd.errors import UsageError
-from tbd.profile import Profile
 from tbd.profilers import cupti_counters, ncu_csv
 from tbd.reports.kernel_drilldown import render_kernel_detail, render_kernel_report
 from tbd.reports.kernel_export import kernels_csv, kernels_json
@@ -32,22 +31,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="merge measured counters from an Nsight Compute CSV (ncu --csv --page raw)")
 
 
-def _profile(target: str) -> Profile:
-    path = Path(target)
-    if not path.exists():
-        raise UsageError(f"{target}: no such file or folder", hint="give a tbd run directory or a Kineto trace")
-    if path.is_dir() or path.name == "profile.json":
-        return load_profile(path)
-    run_dir = run_dir_of_trace(path)
-    return load_profile(run_dir) if run_dir is not None else profile_from_trace(path)
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         pattern = re.compile(args.kernel) if args.kernel is not None else None
     except re.error as exc:
         raise UsageError(f"--kernel {args.kernel!r} is not a regular expression ({exc})") from None
-    profile = _profile(args.target)
+    profile = profile_of_target(args.target)
     notes = []
     path = Path(args.target)
     if path.is_file() and path.name != "profile.json":

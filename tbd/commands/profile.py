@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         profile = measure_with_ncu(profile, run_dir, args.ncu, announce=lambda line: stderr_console().print(
             f"tbd: {line}", highlight=False, markup=False))
     write(render_profile(profile, width=terminal_width(), color=None, top=args.top))
-    kept = "partial profile.json, iterations.json" if outcome.exit_code else "profile.json, iterations.json, trace.json.gz"
+    kept = ("partial profile.json, iterations.json" if outcome.exit_code
+            else f"profile.json, iterations.json, {rundir.trace_name(spec.framework)}")
     write(f"run directory: {run_dir}  ({kept})")
     if outcome.exit_code:
         stderr_console().print(f"tbd: interrupted: partial profile written to {run_dir / rundir.PROFILE}",

@@ -32,9 +32,21 @@ def profile(run_dir):
 
 
 def test_run_directory_holds_the_contracted_files(run_dir):
-    for name in ("profile.json", "iterations.json", "trace.json.gz", "spec.json"):
+    for name in ("profile.json", "iterations.json", "trace.pt.trace.json.gz", "spec.json"):
         assert (run_dir / name).is_file(), name
     assert not list(run_dir.rglob("*.tmp")), "no temporary files left behind"
+
+
+def test_trace_is_named_for_tensorboards_pytorch_plugin(run_dir):
+    """torch_tb_profiler lists a run's workers by this pattern (pytorch/kineto,
+    tb_plugin/torch_tb_profiler/consts.py WORKER_PATTERN), restated here; Perfetto opens any .json.gz."""
+    import gzip
+    import re
+    worker_pattern = re.compile(r"^(.*?)(\.\d+)?\.pt\.trace\.json(?:\.gz)?$")
+    names = [p.name for p in run_dir.iterdir() if worker_pattern.match(p.name)]
+    assert names == ["trace.pt.trace.json.gz"]
+    with gzip.open(run_dir / names[0], "rt") as f:
+        assert "traceEvents" in json.load(f)
 
 
 def test_ncu_on_a_cpu_run_is_a_note_and_nothing_else(run_dir, profile):

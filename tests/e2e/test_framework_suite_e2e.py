@@ -127,6 +127,17 @@ def test_kernel_tables_and_windows(run):
     assert all(np.isfinite(r["time_s"]) and r["time_s"] >= 0 for r in rows)
 
 
+def test_trace_files_are_where_perfetto_and_tensorboard_look(run):
+    """The Chrome trace keeps the plain name (not a Kineto trace: TensorBoard's PyTorch plugin would fail on
+    it); a TensorFlow run also keeps TF's XSpace where TensorBoard's profile plugin reads it."""
+    fw, _, out, _ = run
+    assert (out / "trace.json.gz").is_file() and not (out / "trace.pt.trace.json.gz").exists()
+    xplanes = list(out.glob("plugins/profile/*/*.xplane.pb"))
+    assert len(xplanes) == (1 if fw == "tensorflow" else 0)
+    if xplanes:
+        assert xplanes[0].stat().st_size > 0
+
+
 def test_tbd_analyze_reads_the_runs_own_trace(run, tmp_path):
     """`tbd analyze RUN/trace.json.gz` of an MXNet or TensorFlow run: analysed as that run, not as Kineto."""
     fw, _, out, p = run

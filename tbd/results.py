@@ -1,0 +1,87 @@
+"""What `tbd report` reads: a run (directory or profile.json), a sweep (directory or sweep.json) or a
+comparison (the JSON `tbd compare --out` writes), told apart by the schema it declares."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Union
+
+from tbd import rundir
+from tbd.collect import is_profile_json, load_profile, profile_from_run_dir
+from tbd.comparison import Comparison
+from tbd.errors import ResultFormatError, UsageError
+from tbd.profile import PARTIAL, Profile
+from tbd.sweep_result import Sweep
+
+SWEEP_FILE = "sweep.json"
+Result = Union[Profile, Sweep, Comparison]
+#: Sweep and comparison files hold a few kB per point or run; anything this large is not one.
+MAX_RESULT_BYTES = 64 << 20
+_SCHEMA_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"(tbd\.[a-z_]+)/')
+_HINT = "give a run directory or profile.json, a sweep directory or sweep.json, or a comparison saved by " \
+        "`tbd compare --out`"
+
+
+def load_result(target: str | os.PathLike) -> Result:
+    """The Profile, Sweep or Comparison at `target`.
+
+    A run directory whose parent process died before profile.json was written is analysed from
+    its raw records and marked partial, saying so.
+
+    Raises:
+        UsageError: `target` does not exist or is none of these.
+        ResultFormatError: the file is corrupt or of an unknown schema (the key named).
+    """
+    path = Path(target)
+    if not path.exists():
+        raise UsageError(f"{target}: no such file or folder", hint=_HINT)
+    if path.is_dir():
+        if (path / SWEEP_FILE).is_file():
+            return load_sweep(path / SWEEP_FILE)
+        if not (path / rundir.PROFILE).exists() and (path / rundir.SPEC).is_file():
+            return profile_from_run_dir(path, status=PARTIAL, extra_notes=[
+                "profile.json was never written (the tbd process stopped first): analysed from the raw records"])
+        return load_profile(path)
+    kind = _schema_kind(path)
+    if kind == "tbd.sweep":
+        return load_sweep(path)
+    if kind == "tbd.compare":
+        return Comparison.from_dict(_read_json(path, "comparison"))
+    if path.name == rundir.PROFILE or is_profile_json(path):
+        return load_profile(path)
+    raise UsageError(f"{target}: not a tbd profile, sweep or comparison", hint=_HINT)
+
+
+def load_sweep(path: str | os.PathLike) -> Sweep:
+    """A sweep directory's sweep.json (or the file itself), validated."""
+    path = Path(path)
+    return Sweep.from_dict(_read_json(path / SWEEP_FILE if path.is_dir() else path, "sweep"))
+
+
+def _schema_kind(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            match = _SCHEMA_HEAD.match(f.read(64))
+    except OSError:
+        return None
+    return match.group(1).decode() if match else None
+
+
+def _read_json(path: Path, what: str):
+    try:
+        info = os.stat(path)
+    except OSError:
+        raise ResultFormatError(f"{path}: no {what} here", hint=_HINT) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ResultFormatError(f"{path}: not a regular file", hint=_HINT)
+    if info.st_size > MAX_RESULT_BYTES:
+        raise ResultFormatError(f"{path}: {info.st_size:,} bytes is far too large for a {what}", hint=_HINT)
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ResultFormatError(f"{path}: not valid JSON ({what}): {exc}") from None
