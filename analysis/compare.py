@@ -76,13 +76,28 @@ def _run(label: str, side: Side) -> ComparedRun:
     spec, env = p.spec, p.environment
     gpu, cpu = env.get("gpu") or {}, env.get("cpu") or {}
     bw = p.metrics.memory_bandwidth
+    units, unit_name = _compute_units(gpu, cpu)
     return ComparedRun(label=label, source=side.source, status=p.status, model=spec.get("model"),
                        framework=spec.get("framework"), batch=spec.get("batch"), device=spec.get("device"),
                        device_name=gpu.get("name") or cpu.get("model"),
                        peak_fp32_flops=p.metrics.flop_util_pct.peak_flops,
                        peak_source=p.metrics.flop_util_pct.peak_source,
                        memory_bandwidth=bw.value if bw is not None else None,
-                       traced_iterations=traced_iterations(p))
+                       traced_iterations=traced_iterations(p), compute_units=units, compute_unit_name=unit_name,
+                       device_memory_bytes=_positive_int(gpu.get("memory_bytes")),
+                       peaks_by_precision=dict(p.metrics.flop_util_pct.peaks_by_precision))
+
+
+def _compute_units(gpu: dict, cpu: dict) -> tuple[int | None, str | None]:
+    if gpu:
+        count = _positive_int(gpu.get("sm_count"))
+        return count, ("CUs" if gpu.get("vendor") == "amd" else "SMs") if count else None
+    count = _positive_int(cpu.get("cores_logical"))
+    return count, "cores" if count else None
+
+
+def _positive_int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def op_comparisons(profiles: Sequence[Profile], iterations: Sequence[int | None]) -> list[OpComparison]:

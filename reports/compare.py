@@ -79,13 +79,15 @@ def _runs_table(comparison: Comparison) -> Table:
     t = plain_table()
     t.add_column("Run")
     t.add_column("Device", overflow="fold", min_width=12)
-    for header in ("FP32 peak", "Bandwidth", "Batch"):
+    for header in ("Units", "Memory", "FP32 peak", "Bandwidth", "Batch"):
         t.add_column(header, justify="right", no_wrap=True)
     t.add_column("Model", overflow="fold", min_width=12)
     for run in comparison.runs:
-        t.add_row(run.label, printable(f"{run.device or NA}: {run.device_name or NA}"), fmt_rate(run.peak_fp32_flops),
-                  fmt_bandwidth(run.memory_bandwidth), NA if run.batch is None else str(run.batch),
-                  printable(f"{run.model or NA} ({run.framework or NA})"))
+        units = NA if run.compute_units is None else f"{run.compute_units} {run.compute_unit_name}"
+        memory = NA if run.device_memory_bytes is None else fmt_bytes(run.device_memory_bytes)
+        t.add_row(run.label, printable(f"{run.device or NA}: {run.device_name or NA}"), units, memory,
+                  fmt_rate(run.peak_fp32_flops), fmt_bandwidth(run.memory_bandwidth),
+                  NA if run.batch is None else str(run.batch), printable(f"{run.model or NA} ({run.framework or NA})"))
     return t
 
 

@@ -33,6 +33,10 @@ class ComparedRun:
     peak_source: str | None  # "gpu_table", "user", "measured_gemm", ...
     memory_bandwidth: float | None  # bytes/s, the roofline's slope
     traced_iterations: int | None  # iterations (ProfilerSteps) the op times are divided by; None: no steps
+    compute_units: int | None = None  # SMs (NVIDIA), CUs (AMD) or logical cores (CPU)
+    compute_unit_name: str | None = None  # "SMs", "CUs" or "cores"
+    device_memory_bytes: int | None = None  # the GPU's memory; None on the CPU or when not recorded
+    peaks_by_precision: dict[str, float] = field(default_factory=dict)  # every peak the run used, FLOP/s
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,8 @@ class Comparison:
                                     f"expected {COMPARISON_SCHEMA!r}")
         top = c.fields(data, "", _TOP)
         n = len(top["runs"])
-        runs = [ComparedRun(**_filled(r, f"runs[{i}].", _RUN)) for i, r in enumerate(top["runs"])]
+        runs = [ComparedRun(**{**_filled(r, f"runs[{i}].", _RUN), "peaks_by_precision": r.get("peaks_by_precision")
+                               or {}}) for i, r in enumerate(top["runs"])]
         metrics = [MetricComparison(**_sized(_filled(m, f"metrics[{i}].", _METRIC), f"metrics[{i}].", n,
                                              ("values", "reasons", "ratios")))
                    for i, m in enumerate(top["metrics"])]
@@ -131,7 +136,9 @@ _NUMBERS = c.items(c.number(low=float("-inf"), null=True))
 _RUN = {"label": c.text(), "source": c.text(), "status": c.text(), "model": c.text(null=True),
         "framework": c.text(null=True), "batch": c.integer(null=True), "device": c.text(null=True),
         "device_name": c.text(null=True), "peak_fp32_flops": c.number(null=True), "peak_source": c.text(null=True),
-        "memory_bandwidth": c.number(null=True), "traced_iterations": c.integer(null=True)}
+        "memory_bandwidth": c.number(null=True), "traced_iterations": c.integer(null=True),
+        "compute_units": c.integer(null=True), "compute_unit_name": c.text(null=True),
+        "device_memory_bytes": c.integer(null=True), "peaks_by_precision": c.mapping(c.number(), null=True)}
 _METRIC = {"key": c.text(), "label": c.text(), "unit": c.text(), "values": _NUMBERS,
            "reasons": c.items(c.text(null=True)), "ratios": c.items(c.number(null=True)),
            "higher_is_better": c.flag(null=True)}

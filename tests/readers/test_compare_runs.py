@@ -208,6 +208,7 @@ def test_v100_against_a100_peak_ratio_from_datasheets(capsys, expected):
     c = _compare_json(capsys, PT19, A100)
     assert [r["device_name"] for r in c["runs"]] == ["Tesla V100-DGXS-32GB", "NVIDIA A100-PG509-200"]
     assert [r["peak_fp32_flops"] for r in c["runs"]] == [15.7e12, 19.5e12]
+    assert [(r["compute_units"], r["compute_unit_name"]) for r in c["runs"]] == [(80, "SMs"), (108, "SMs")]
     assert c["gaps"][0]["peak_ratio"] == pytest.approx(19.5 / 15.7)
     assert _metric(c, "gpu_busy_pct")["values"] == [pytest.approx(100 * ev["busy_ns"] / ev["window_ns"]),
                                                     pytest.approx(100 * ea["busy_ns"] / ea["window_ns"])]
