@@ -8,7 +8,7 @@ PIP_CONSTRAINT_FLAG := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 MODEL ?= resnet50
 ARGS ?=
 
-.PHONY: setup setup-mxnet setup-tensorflow profile test clean
+.PHONY: setup setup-mxnet setup-tensorflow setup-browser profile test clean
 
 $(BIN)/tbd: setup.cfg pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -54,7 +54,21 @@ PYTEST_ARGS ?=
 MXNET_TESTS := tests/models/mxnet tests/readers/test_mxnet_trace.py tests/unit/test_memory_mxnet.py
 TENSORFLOW_TESTS := tests/models/tensorflow tests/readers/test_tensorflow_trace.py
 
-test: setup
+# tests/browser opens the HTML reports in Debian's chromium, driven by Playwright (installed into .venv by
+# setup.cfg's `test` extra; it never downloads a browser of its own: no `playwright install`). The
+# browser and the font its screenshots are reviewed in come from apt, only when the browser is absent
+# (TBD_CHROMIUM, read by tests/browser too, names another one).
+TBD_CHROMIUM ?= /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+setup-browser:
+	@if [ ! -x $(TBD_CHROMIUM) ]; then \
+		echo "installing chromium (for tests/browser)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; \
+	fi
+
+test: setup setup-browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS) tests
 	.venv-mxnet/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(MXNET_TESTS)
 	.venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(TENSORFLOW_TESTS)

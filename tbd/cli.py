@@ -9,7 +9,7 @@ import sys
 import traceback
 
 from tbd import __version__
-from tbd.commands import analyze, env, gpus, kernels, profile, report, suite
+from tbd.commands import analyze, compare, env, gpus, kernels, profile, report, suite, sweep
 from tbd.errors import TbdError, UsageError
 
 COMMANDS = {
@@ -17,6 +17,9 @@ COMMANDS = {
     "kernels": (kernels, "kernel drill-down: launch configuration, shapes, roofline, the two low-utilization "
                          "rankings and their Nsight Compute commands"),
     "analyze": (analyze, "analyse a PyTorch/Kineto trace that another tool recorded"),
+    "compare": (compare, "runs or traces side by side: every figure with its ratio to the first, op-by-op time "
+                         "deltas, the peak ratio against the measured one"),
+    "sweep": (sweep, "profile one workload at several batch sizes, or find the largest batch that fits"),
     "report": (report, "render a saved profile.json again"),
     "env": (env, "show, per framework, whether it is usable, its version, interpreter and GPU"),
     "suite": (suite, "list the suite's models x frameworks and which run on this machine"),

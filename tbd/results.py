@@ -15,9 +15,9 @@ from tbd.collect import is_profile_json, load_profile, profile_from_run_dir
 from tbd.comparison import Comparison
 from tbd.errors import ResultFormatError, UsageError
 from tbd.profile import PARTIAL, Profile
+from tbd.sweep import SWEEP_JSON, load_sweep
 from tbd.sweep_result import Sweep
 
-SWEEP_FILE = "sweep.json"
 Result = Union[Profile, Sweep, Comparison]
 #: Sweep and comparison files hold a few kB per point or run; anything this large is not one.
 MAX_RESULT_BYTES = 64 << 20
@@ -40,8 +40,8 @@ def load_result(target: str | os.PathLike) -> Result:
     if not path.exists():
         raise UsageError(f"{target}: no such file or folder", hint=_HINT)
     if path.is_dir():
-        if (path / SWEEP_FILE).is_file():
-            return load_sweep(path / SWEEP_FILE)
+        if (path / SWEEP_JSON).is_file():
+            return load_sweep(path / SWEEP_JSON)
         if not (path / rundir.PROFILE).exists() and (path / rundir.SPEC).is_file():
             return profile_from_run_dir(path, status=PARTIAL, extra_notes=[
                 "profile.json was never written (the tbd process stopped first): analysed from the raw records"])
@@ -54,12 +54,6 @@ def load_result(target: str | os.PathLike) -> Result:
     if path.name == rundir.PROFILE or is_profile_json(path):
         return load_profile(path)
     raise UsageError(f"{target}: not a tbd profile, sweep or comparison", hint=_HINT)
-
-
-def load_sweep(path: str | os.PathLike) -> Sweep:
-    """A sweep directory's sweep.json (or the file itself), validated."""
-    path = Path(path)
-    return Sweep.from_dict(_read_json(path / SWEEP_FILE if path.is_dir() else path, "sweep"))
 
 
 def _schema_kind(path: Path) -> str | None:

@@ -5,7 +5,8 @@
 
 Folders: unit/ (analysis, records, renderers, CLI parsing, packaging), readers/ (trace readers on
 committed real traces), models/<framework>/ (the suite's workloads: sizes, parameter counts,
-training), e2e/ (whole runs), fuzz/ (hostile inputs: property tests and a mutation corpus). This directory is on sys.path (pytest puts a conftest's folder
+training), e2e/ (whole runs), fuzz/ (hostile inputs: property tests and a mutation corpus), browser/ (the HTML
+reports in headless chromium: console, DOM values, screenshots against goldens). This directory is on sys.path (pytest puts a conftest's folder
 there), so tests import the shared helpers `testpaths` and `param_counts` by name.
 """
 
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 _HERE = Path(__file__).resolve().parent
-_MARKS = {"unit": "unit", "readers": "readers", "models": "models", "e2e": "e2e", "fuzz": "fuzz"}
+_MARKS = {"unit": "unit", "readers": "readers", "models": "models", "e2e": "e2e", "fuzz": "fuzz",
+          "browser": "browser"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

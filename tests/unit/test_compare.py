@@ -7,17 +7,7 @@ import pytest
 from tbd.analysis.compare import MATERIAL_CHANGE_PCT, Side, compare_profiles
 from tbd.comparison import Comparison
 from tbd.errors import ResultFormatError
-from tbd.profile import (
-    Bandwidth,
-    FlopUtil,
-    Iterations,
-    Memory,
-    Metrics,
-    OpGroupRow,
-    Profile,
-    Throughput,
-    Value,
-)
+from tbd.profile import Bandwidth, FlopUtil, Iterations, Memory, Metrics, OpGroupRow, Profile, Throughput, Value
 from tbd.reports.compare import comparison_csv, gap_sentence, render_comparison
 
 

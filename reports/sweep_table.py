@@ -1,0 +1,183 @@
+"""A batch-size sweep on the terminal (one summary table) and as CSV (one row per point).
+
+The table writes figures in human units (3 significant digits, durations in s/ms/µs, memory in
+binary units) and "n/a" for a null figure; the reasons follow the table, grouped so a reason every
+point shares is said once. The CSV keeps the figures unformatted (seconds, percent, bytes; an empty
+cell for null) for a spreadsheet or a plot. Renderers format, never compute.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tbd.reports.kernels_table import console_text, new_console, plain_table
+from tbd.reports.numbers import NA, fmt_duration, fmt_pct, fmt_sig
+from tbd.reports.printable import printable
+from tbd.reports.terminal import fmt_bytes
+from tbd.sweep_result import POINT_MEMORY_KEYS, Sweep, SweepPoint
+
+STATUS_LABELS = {"ok": "ok", "partial": "partial", "oom": "OOM", "failed": "failed"}
+#: The CSV's columns, in order: the point, its figures, then each memory key in bytes.
+CSV_COLUMNS = ("batch", "status", "reason", "throughput", "unit", "iteration_s", "gpu_busy_pct", "flop_util_pct",
+               "cpu_util_pct", *(f"{key}_bytes" for key in POINT_MEMORY_KEYS))
+#: Figures shown in the table: key in SweepPoint.reasons -> column label.
+_SHOWN = {"throughput": "Throughput", "iteration_s": "Iteration", "gpu_busy_pct": "GPU busy %",
+          "flop_util_pct": "FLOP util %", "cpu_util_pct": "CPU util %", "memory.allocator_peak": "Peak memory",
+          "memory.feature_maps": "Feature maps"}
+_RAN = ("ok", "partial")
+#: The narrowest console that shows the feature-maps column.
+_MAPS_WIDTH = 100
+#: Distinct reasons shown per figure; sweep.json holds them all.
+_MAX_REASONS = 2
+
+
+def _unit(sweep: Sweep) -> str | None:
+    return next((p.throughput_unit for p in sweep.points if p.throughput_unit), None)
+
+
+def _batches(batches: list[int], every: bool) -> str:
+    if every:
+        return "every point that ran"
+    return "batch " + ", ".join(str(b) for b in batches)
+
+
+def _header(sweep: Sweep) -> list[RenderableType]:
+    where = printable(sweep.device + (f" ({sweep.device_name})" if sweep.device_name else ""))
+    title = Text(f"Batch sweep: {printable(sweep.model)}", style="bold")
+    title.append(f" · {printable(sweep.framework)} · {printable(sweep.size)} size · {where}")
+    if sweep.memory_limit_bytes:
+        title.append(f" · address space capped at {fmt_bytes(sweep.memory_limit_bytes)}")
+    mode = ("Searched for the largest batch that fits (doubling, then bisection)." if sweep.mode == "max"
+            else "The batches given.")
+    fit = "none" if sweep.largest_fitting_batch is None else str(sweep.largest_fitting_batch)
+    fail = ("none ran out of memory" if sweep.smallest_failing_batch is None
+            else f"smallest out of memory: {sweep.smallest_failing_batch}")
+    return [title, Text(f"{mode} Largest batch that ran: {fit}; {fail}.")]
+
+
+def _table(sweep: Sweep, width: int) -> Table:
+    """One row per batch; below 100 columns the feature-maps column is left out (sweep.csv has it)."""
+    table = plain_table()
+    maps = width >= _MAPS_WIDTH
+    unit = _unit(sweep)
+    # Two-line headers, so the figures keep their width at 80 columns.
+    table.add_column("Batch", justify="right", no_wrap=True)
+    table.add_column("Status", no_wrap=True)
+    table.add_column("Throughput\n" + (printable(unit) if unit else ""), justify="right", no_wrap=True)
+    table.add_column("Iteration\n(median)", justify="right", no_wrap=True)
+    for header in ("GPU\nbusy %", "FLOP\nutil %", "CPU\nutil %", "Peak\nmemory", *(("Feature\nmaps",) if maps else ())):
+        table.add_column(header, justify="right", no_wrap=True)
+    for p in sweep.points:
+        if p.status not in _RAN:
+            table.add_row(str(p.batch), STATUS_LABELS.get(p.status, p.status), *["—"] * (7 if maps else 6))
+            continue
+        own_unit = f" {printable(p.throughput_unit)}" if p.throughput_unit and p.throughput_unit != unit else ""
+        table.add_row(str(p.batch), STATUS_LABELS.get(p.status, p.status),
+                      fmt_sig(p.throughput) + (own_unit if p.throughput is not None else ""),
+                      fmt_duration(p.iteration_s), fmt_pct(p.gpu_busy_pct, suffix=""),
+                      fmt_pct(p.flop_util_pct, suffix=""), fmt_pct(p.cpu_util_pct, suffix=""),
+                      fmt_bytes(p.memory_bytes.get("allocator_peak")),
+                      *((fmt_bytes(p.memory_bytes.get("feature_maps")),) if maps else ()))
+    return table
+
+
+def _reasons(sweep: Sweep, width: int) -> Table | None:
+    """Why a point failed, then why a shown figure is n/a: each distinct reason once, with its batches.
+
+    A figure with many distinct reasons (a window length in each) shows the first few and a count:
+    sweep.json keeps every one.
+    """
+    # An out-of-memory reason says so itself ("batch 64 ran out of memory on cpu").
+    rows = [(f"batch {p.batch}", printable(p.reason) if p.status == "oom" else f"{p.status}: {printable(p.reason)}")
+            for p in sweep.points if p.status != "ok" and p.reason]
+    ran = [p for p in sweep.points if p.status in _RAN]
+    shown = {k: v for k, v in _SHOWN.items() if width >= _MAPS_WIDTH or k != "memory.feature_maps"}
+    for key, label in shown.items():
+        by_reason: dict[str, list[int]] = {}
+        for p in ran:
+            if key in p.reasons:
+                by_reason.setdefault(p.reasons[key], []).append(p.batch)
+        for i, (reason, batches) in enumerate(by_reason.items()):
+            if i == _MAX_REASONS:
+                rest = sum(len(b) for b in list(by_reason.values())[i:])
+                rows.append((label.replace("\n", " "), f"{NA} at {rest} more point{'s' if rest > 1 else ''} "
+                                                         f"(each reason is in sweep.json)"))
+                break
+            rows.append((label.replace("\n", " "), f"{NA} — {printable(reason)} "
+                                                     f"({_batches(batches, len(batches) == len(ran) > 1)})"))
+    if not rows:
+        return None
+    return _hanging([("  " + label + ":", text) for label, text in rows])
+
+
+def _hanging(rows: list[tuple[str, str]]) -> Table:
+    """Label and text side by side, the text wrapped under itself (a long path folded, not cut)."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for label, text in rows:
+        grid.add_row(Text(label), Text(text))
+    return grid
+
+
+def render_sweep(sweep: Sweep, *, width: int = 100, color: bool | None = False) -> str:
+    """The sweep's summary as text: a header, one table row per batch, the reasons, the notes.
+
+    Args: width, in terminal cells (80 and up read well); color: True, False (plain) or None (if
+    stdout is a terminal). Returns the text, ending in a newline.
+    """
+    console = new_console(width, color)
+    parts: list[RenderableType | None] = [*_header(sweep), None, _table(sweep, width)]
+    reasons = _reasons(sweep, width)
+    if reasons is not None:
+        parts += [None, Text("Why", style="bold"), reasons]
+    if sweep.notes:
+        parts += [None, Text("Notes", style="bold"), _hanging([("  -", printable(n)) for n in sweep.notes])]
+    return console_text(console, parts)
+
+
+def point_line(point: SweepPoint) -> str:
+    """One line for the progress log once a point is done: "batch 64: 2,742 images/s, 11.7 ms per iteration"."""
+    if point.status == "oom":
+        return f"batch {point.batch}: out of memory"
+    if point.status == "failed":
+        return f"batch {point.batch}: failed: {printable(point.reason)}"
+    unit = f" {printable(point.throughput_unit)}" if point.throughput_unit and point.throughput is not None else ""
+    text = (f"batch {point.batch}: {fmt_sig(point.throughput)}{unit}, {fmt_duration(point.iteration_s)} per "
+            f"iteration, peak memory {fmt_bytes(point.memory_bytes.get('allocator_peak'))}")
+    return text + (f" (partial: {printable(point.reason)})" if point.status == "partial" else "")
+
+
+def _cell(value) -> str | int | float:
+    """A CSV cell: numbers as Python writes them (shortest exact repr), None as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+def csv_rows(sweep: Sweep) -> list[dict[str, str | int | float]]:
+    """One dict per point, keyed by CSV_COLUMNS."""
+    rows = []
+    for p in sweep.points:
+        values = {"batch": p.batch, "status": p.status, "reason": p.reason, "throughput": p.throughput,
+                  "unit": p.throughput_unit, "iteration_s": p.iteration_s, "gpu_busy_pct": p.gpu_busy_pct,
+                  "flop_util_pct": p.flop_util_pct, "cpu_util_pct": p.cpu_util_pct,
+                  **{f"{key}_bytes": p.memory_bytes.get(key) for key in POINT_MEMORY_KEYS}}
+        rows.append({k: _cell(values[k]) for k in CSV_COLUMNS})
+    return rows
+
+
+def render_csv(sweep: Sweep) -> str:
+    """sweep.csv's text: a header row of CSV_COLUMNS, then one row per point (sorted by batch)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(csv_rows(sweep))
+    return out.getvalue()

@@ -1,0 +1,282 @@
+"""The shell of `tbd sweep`: run one `tbd profile` child per batch, keep going past failures, write the sweep.
+
+Each point is `orchestrate.profile_run` on its own run directory `DIR/b<batch>/`, without the
+OOM halving probe (the max search bisects by itself). A point that runs out of memory or fails
+is recorded with its one-line reason and the sweep goes on; Ctrl-C (or SIGTERM) stops it: the
+running point is interrupted as `tbd profile` would be (its partial profile kept), the points
+done so far are written and the command exits 130 (143). sweep.json is rewritten after every
+point, so even a sweep killed outright leaves the points it finished.
+
+Files in DIR: sweep.json (`Sweep.to_dict()`), sweep.csv, figures/ (when tbd.reports.figures is
+installed) and the points' run directories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import shutil
+import signal
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import ContextManager
+
+from tbd import rundir
+from tbd.analysis.sweep import FAILED, LIST, MAX, OOM, failed_point, fits, make_sweep, next_batch, profile_device
+from tbd.analysis.sweep import sweep_point as point_from_profile
+from tbd.errors import (
+    DiskFullError,
+    InterruptedRun,
+    OutOfMemoryError,
+    ResultFormatError,
+    TbdError,
+    UsageError,
+    WorkloadError,
+)
+from tbd.orchestrate import ProgressSink, profile_run
+from tbd.records import RunSpec
+from tbd.reports import figures as _figures
+from tbd.reports.sweep_table import point_line, render_csv
+from tbd.sweep_result import Sweep, SweepPoint
+
+SWEEP_JSON = "sweep.json"
+SWEEP_CSV = "sweep.csv"
+FIGURES = "figures"
+#: A sweep.json larger than this is not one tbd wrote (a point is about 1 kB).
+MAX_SWEEP_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """Which batches to run: `batches` exactly, in order; or (batches None) the max search."""
+
+    batches: tuple[int, ...] | None
+    start: int = 1  # max search: the first batch
+    cap: int = 4096  # max search: no batch above it is tried
+
+    @property
+    def mode(self) -> str:
+        return LIST if self.batches is not None else MAX
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """A finished (or interrupted) sweep, what was written, and the exit code the command returns."""
+
+    sweep: Sweep
+    exit_code: int  # 0; 130/143 interrupted; 5 disk full; 3/4 when no point ran at all
+    figures: list[Path] = field(default_factory=list)
+    figures_note: str | None = None  # why no figures were written
+
+
+def default_sweep_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
+    """runs/sweep-<model>-<framework>-<device>-<YYYYmmdd-HHMMSS>, like a run directory's name."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path(root) / f"sweep-{spec.model}-{spec.framework}-{spec.device.replace(':', '')}-{stamp}"
+
+
+def new_sweep_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
+    """A new, empty sweep directory named as `default_sweep_dir`, created now; -2, -3, ... when taken."""
+    base = default_sweep_dir(spec, root)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{base}: 999 sweeps already started this second")
+
+
+def prepare_sweep_dir(out: Path, force: bool) -> None:
+    """Create `out` for a new sweep; a non-empty one is refused unless `force` and it holds a sweep.
+
+    Raises:
+        UsageError: `out` is a file, or a non-empty folder not asked to be replaced, or (even with
+            `force`) a folder without sweep.json: tbd never empties a folder it did not write.
+    """
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a folder", hint="give a folder path for the sweep directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise UsageError(f"output directory {out} is not empty",
+                             hint="choose another --out, or --force to replace a previous sweep there")
+        if not (out / SWEEP_JSON).is_file():
+            raise UsageError(f"output directory {out} is not empty and holds no tbd sweep (no {SWEEP_JSON})",
+                             hint="choose another --out; --force only replaces a previous tbd sweep")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def load_sweep(path: str | os.PathLike) -> Sweep:
+    """Load DIR/sweep.json (or the file itself), validated.
+
+    Raises:
+        ResultFormatError: no such file, not a regular file, far too large, not JSON, or not a
+            valid sweep (the key named), in one line starting with the path.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / SWEEP_JSON
+    hint = "give a sweep directory written by `tbd sweep` or its sweep.json"
+    try:
+        info = os.stat(path)
+    except OSError:
+        raise ResultFormatError(f"{path}: no {SWEEP_JSON} here", hint=hint) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ResultFormatError(f"{path}: not a regular file", hint=hint)
+    if info.st_size > MAX_SWEEP_BYTES:
+        raise ResultFormatError(f"{path}: {info.st_size:,} bytes is far too large for a {SWEEP_JSON}", hint=hint)
+    try:
+        return Sweep.from_dict(rundir.read_json(path, "sweep"))
+    except ResultFormatError as exc:
+        text = str(exc)
+        raise ResultFormatError(text if text.startswith(str(path)) else f"{path}: {text}", hint=hint) from None
+    except RecursionError:  # JSON nested thousands deep
+        raise ResultFormatError(f"{path}: nested too deeply to be a sweep", hint=hint) from None
+
+
+class _StopRequests:
+    """SIGINT/SIGTERM between points: recorded, so the sweep stops before its next point.
+
+    While a point runs, `profile_run` installs its own handlers (forwarding to the child) and puts
+    these back afterwards. A second signal between points raises KeyboardInterrupt: the user insists.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator["_StopRequests"]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """Why the sweep ends before its plan does."""
+
+    note: str
+    exit_code: int
+
+
+def _run_point(spec: RunSpec, out: Path, progress: Callable[[], ContextManager[ProgressSink]]
+               ) -> tuple[SweepPoint | None, tuple[str, str | None] | None, _Stop | None]:
+    """Run one batch; returns its point (None if it was interrupted before measuring anything), the
+    (device, device name) its profile names, and why the sweep must stop after it, if it must."""
+    batch = spec.batch
+    assert batch is not None  # the sweep always sets it
+    run_dir = out / f"b{batch}"
+
+    def kept() -> str | None:
+        return run_dir.name if run_dir.is_dir() else None
+
+    try:
+        with progress() as sink:
+            outcome = profile_run(spec, run_dir, sink, probe_oom=False)
+    except OutOfMemoryError as exc:  # its hint ("try a smaller --batch") is what the sweep does anyway
+        return failed_point(batch, OOM, str(exc), kept()), None, None
+    except InterruptedRun as exc:
+        return None, None, _Stop(f"interrupted at batch {batch}, before it measured anything", exc.exit_code)
+    except DiskFullError as exc:  # every later point would fail the same way
+        return (failed_point(batch, FAILED, exc.one_line(), kept()), None,
+                _Stop(f"stopped at batch {batch}: no space left on the device", exc.exit_code))
+    except TbdError as exc:
+        return failed_point(batch, FAILED, exc.one_line(), kept()), None, None
+    point = point_from_profile(batch, outcome.profile, run_dir.name)
+    stop = _Stop(f"interrupted at batch {batch} (its partial profile is kept)", outcome.exit_code) \
+        if outcome.exit_code else None
+    return point, profile_device(outcome.profile), stop
+
+
+def _planned(plan: SweepPlan, points: dict[int, SweepPoint]) -> int | None:
+    if plan.batches is not None:
+        return next((b for b in plan.batches if b not in points), None)
+    return next_batch({b: fits(p) for b, p in points.items()}, plan.start, plan.cap)
+
+
+def run_sweep(base: RunSpec, plan: SweepPlan, out: Path, *, announce: Callable[[str], None],
+              progress: Callable[[], ContextManager[ProgressSink]]) -> SweepOutcome:
+    """Run the plan's points in `out` (an empty directory), writing sweep.json after each.
+
+    Args:
+        base: the run spec every point shares; its batch is replaced by each point's.
+        plan: the batches, or the max search. out: the sweep directory.
+        announce: takes one progress line per point ("batch 64: running").
+        progress: makes the progress sink (a context manager) for each point's run.
+    Returns:
+        the sweep with the exit code: 0 when it ran to its end with at least one point that ran;
+        130/143 interrupted, 5 disk full, else 3 (every point out of memory) or 4 (none ran).
+    """
+    points: dict[int, SweepPoint] = {}
+    device: tuple[str | None, str | None] = (None, None)
+    stop: _Stop | None = None
+    last: int | None = None  # the batch run last
+    requests = _StopRequests()
+
+    def sweep(notes: list[str]) -> Sweep:
+        return make_sweep(model=base.model, framework=base.framework, device=device[0] or base.device,
+                          device_name=device[1], size=base.size, mode=plan.mode, points=points.values(),
+                          memory_limit_bytes=base.memory_limit_bytes,
+                          cap=plan.cap if plan.mode == MAX else None, notes=notes)
+
+    try:
+        with requests.installed():
+            while (batch := _planned(plan, points)) is not None:
+                if requests.received is not None:
+                    stop = _Stop(f"interrupted before batch {batch}", 128 + requests.received)
+                    break
+                announce(f"batch {batch}: running")
+                last = batch
+                point, named, stop = _run_point(replace(base, batch=batch), out, progress)
+                if point is not None:
+                    points[batch] = point
+                    announce(point_line(point))
+                if named and named[0] and device[0] is None:
+                    device = named
+                if stop is not None:
+                    break
+                rundir.atomic_write_json(out / SWEEP_JSON, sweep([
+                    f"incomplete: written after batch {batch}; if this note remains, the sweep was killed"]).to_dict())
+            else:
+                if requests.received is not None:  # a signal during the last point's analysis
+                    stop = _Stop("interrupted after the last batch", 128 + requests.received)
+    except KeyboardInterrupt:  # a second signal between points, or a third one during a point
+        stop = _Stop("interrupted" + (f" at batch {last}" if last is not None else ""),
+                     128 + (requests.received or signal.SIGINT))
+    result = sweep([stop.note] if stop else [])
+    rundir.atomic_write_json(out / SWEEP_JSON, result.to_dict())
+    rundir.atomic_write_bytes(out / SWEEP_CSV, render_csv(result).encode())
+    figures, why = _write_figures(result, out / FIGURES)
+    return SweepOutcome(result, stop.exit_code if stop else _exit_code(result), figures, why)
+
+
+def _exit_code(sweep: Sweep) -> int:
+    if sweep.largest_fitting_batch is not None or not sweep.points:
+        return 0
+    return OutOfMemoryError.exit_code if all(p.status == OOM for p in sweep.points) else WorkloadError.exit_code
+
+
+def _write_figures(sweep: Sweep, folder: Path) -> tuple[list[Path], str | None]:
+    """The sweep's figures in `folder`, or no figures and why (the sweep itself is already written)."""
+    try:
+        return list(_figures.save_figures(_figures.sweep_figures(sweep), folder)), None
+    except Exception as exc:  # noqa: BLE001 - a figure that cannot be drawn must not cost the sweep a traceback
+        return [], f"no figures: {type(exc).__name__}: {exc}"

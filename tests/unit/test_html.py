@@ -1,0 +1,286 @@
+"""HTML pages (reports/html*.py): parsed with the stdlib's html.parser and checked for values, escaping and
+self-containment. The records are test_reports.py's Profiles and test_figures.py's Sweep and
+Comparison; tests/browser opens the same pages in a real browser.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from html.parser import HTMLParser
+
+import pytest
+from test_figures import OOM_REASON, cpu_sweep, sample_comparison, sample_sweep
+from test_reports import cpu_profile, cuda_profile, partial_profile
+
+from tbd.profile import OpGroupRow, Profile
+from tbd.reports.html import comparison_html, profile_html, sweep_html
+
+#: A CUDA kernel name as Kineto writes it: template arguments in angle brackets.
+KERNEL_WITH_BRACKETS = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<"
+                        "at::native::AddFunctor<float> >(at::TensorIteratorBase&, at::native::AddFunctor<float> "
+                        "const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl<...>)")
+HOSTILE = 'x</td><script>alert("x")</script><img src="https://example.com/a.png">&amp;'
+#: Elements that would fetch something or run code from elsewhere.
+FETCHING = ("img", "link", "iframe", "object", "embed", "audio", "video", "source")
+SVG_VOID = ("path", "use", "rect", "circle", "stop")
+
+
+class Page(HTMLParser):
+    """What the tests read from a page: its text, every element's attributes, its tables and figures."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+        self.tables: list[list[list[str]]] = []
+        self.cell_titles: dict[str, str | None] = {}
+        self.text_parts: list[str] = []
+        self.title = ""
+        self.figure_children: list[str] = []
+        self._cell: list[str] | None = None
+        self._cell_title: str | None = None
+        self._in_title = False
+        self._after_figure = False
+        self._svg_depth = 0
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+        if self._after_figure:
+            self.figure_children.append(tag)
+            self._after_figure = False
+        self._after_figure = tag == "figure"
+        if tag == "svg":
+            self._svg_depth += 1
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell, self._cell_title = [], dict(attrs).get("title")
+        self._in_title = tag == "title" or self._in_title
+
+    def handle_startendtag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            text = " ".join("".join(self._cell).split())
+            self.tables[-1][-1].append(text)
+            self.cell_titles[text] = self._cell_title
+            self._cell = None
+        elif tag == "svg":
+            self._svg_depth -= 1
+        elif tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data):
+        if self._in_title and self._svg_depth == 0:
+            self.title += data
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._svg_depth == 0:
+            self.text_parts.append(data)
+
+    @property
+    def text(self) -> str:
+        return " ".join(" ".join(self.text_parts).split())
+
+    def row(self, first_cell: str) -> list[str]:
+        """The first table row whose first cell is `first_cell`."""
+        return next(r for t in self.tables for r in t if r and r[0] == first_cell)
+
+    def column(self, table: list[list[str]], head: str) -> list[str]:
+        i = table[0].index(head)
+        return [r[i] for r in table[1:]]
+
+
+def _with_op_groups(profile: Profile) -> Profile:
+    groups = [OpGroupRow("aten::_cudnn_rnn", 1440, 0.054, 18.0, 1.2e12, 2.1),
+              OpGroupRow("aten::addmm", 360, 0.096, 32.0, 3.9e12, 61.2),
+              OpGroupRow("(no launching op)", 540, 0.009, 3.0, None, None)]
+    return replace(profile, op_groups=groups)
+
+
+@functools.cache
+def rendered(name: str) -> str:
+    """Each page rendered once per test session (a page with its figures takes about 0.5 s)."""
+    render = {"cuda": lambda: profile_html(_with_op_groups(cuda_profile())), "cpu": lambda: profile_html(cpu_profile()),
+              "partial": lambda: profile_html(partial_profile()), "sweep": lambda: sweep_html(sample_sweep()),
+              "cpu_sweep": lambda: sweep_html(cpu_sweep()),
+              "compare": lambda: comparison_html(sample_comparison())}
+    return render[name]()
+
+
+@pytest.fixture(scope="module")
+def cuda_page() -> Page:
+    return Page(rendered("cuda"))
+
+
+@pytest.fixture(scope="module")
+def cpu_page() -> Page:
+    return Page(rendered("cpu"))
+
+
+@pytest.fixture(scope="module")
+def pages() -> dict[str, str]:
+    return {name: rendered(name) for name in ("cuda", "partial", "sweep", "compare")}
+
+
+# -- every page ----------------------------------------------------------------------------------------
+
+
+def test_pages_are_whole_documents_with_charset_and_title(pages):
+    for name, text in pages.items():
+        page = Page(text)
+        assert text.startswith("<!DOCTYPE html>"), name
+        assert ("meta", {"charset": "utf-8"}) in page.elements, name
+        assert page.title.startswith("tbd"), name
+    assert Page(pages["cuda"]).title == "tbd · seq2seq (pytorch), batch 128, cuda:0"
+
+
+def test_pages_are_self_contained(pages):
+    for name, text in pages.items():
+        page = Page(text)
+        for tag, attrs in page.elements:
+            assert tag not in FETCHING, f"{name}: <{tag}> fetches"
+            assert tag != "script" or "src" not in attrs, f"{name}: a script from elsewhere"
+            for key in ("src", "href", "xlink:href", "action", "data", "poster"):
+                value = (attrs.get(key) or "").strip().lower()
+                assert not value.startswith(("http:", "https:", "//", "file:")), f"{name}: {tag} {key}={value}"
+        assert "@import" not in text and "url(http" not in text, name
+
+
+def test_every_figure_is_an_inline_svg_with_ids_of_its_own(pages):
+    expected = {"cuda": 3, "partial": 3, "sweep": 3, "compare": 3}
+    for name, text in pages.items():
+        page = Page(text)
+        assert page.figure_children == ["svg"] * expected[name], name
+        ids = [attrs["id"] for _, attrs in page.elements if "id" in attrs]
+        assert len(ids) == len(set(ids)), f"{name}: duplicate ids"
+        assert "<?xml" not in text and "<!DOCTYPE svg" not in text, name
+
+
+def test_record_text_is_escaped_everywhere():
+    profile = cuda_profile()
+    kernels = [replace(profile.kernels[0], name=KERNEL_WITH_BRACKETS), *profile.kernels[1:]]
+    profile = replace(profile, kernels=kernels, notes=[HOSTILE], spec={**profile.spec, "model": HOSTILE})
+    text = profile_html(profile, title="my run")
+    page = Page(text)
+    assert "elementwise_kernel<128" not in text  # never raw markup
+    assert "elementwise_kernel&lt;128, 4," in text
+    assert KERNEL_WITH_BRACKETS in page.text  # ...yet the full name reads as text
+    assert HOSTILE in page.text
+    assert not any(tag in ("script", "img") for tag, _ in page.elements)
+    assert page.title == "my run"
+
+
+# -- the run's page ------------------------------------------------------------------------------------
+
+
+def test_metrics_show_formatted_values(cuda_page):
+    assert cuda_page.row("Throughput")[1:] == ["1,843 sentences/s", "also 46,080 tokens/s"]
+    assert cuda_page.row("GPU busy")[1] == "87.3 %"
+    assert cuda_page.row("NVML utilization.gpu")[1] == "94.0 %"
+    assert cuda_page.row("FLOP utilization")[1] == "21.4 %"
+    peak = cuda_page.row("Peak FLOP/s used (FP32)")
+    assert peak[1] == "66.9 TFLOP/s" and peak[2].startswith("hardware model; measured GEMM ceiling 51.3 TFLOP/s")
+    assert cuda_page.row("CPU utilization")[1] == "6.19 %"
+    assert cuda_page.row("Memory bandwidth")[1] == "3.35 TB/s"
+
+
+def test_null_figures_show_their_reason(cpu_page):
+    assert cpu_page.row("GPU busy")[1] == "n/a — no CUDA device"
+    assert cpu_page.row("NVML utilization.gpu")[1] == "n/a — no CUDA device (NVML: driver not loaded)"
+    assert cpu_page.row("workspace")[1] == "n/a — no op-scoped allocator events in the trace"
+    assert "at peak: 96.4 MiB allocated before the trace window is not attributed" in cpu_page.text
+    assert "PyTorch memory profiler cross-check: n/a — torch's memory profiler raised KeyError('Input Dims')" \
+        in cpu_page.text
+
+
+def test_memory_in_human_units_with_exact_bytes(cuda_page):
+    row = cuda_page.row("feature maps")
+    assert row[1:] == ["3.00 GiB", "3,221,225,472", "2.75 GiB", "2,952,790,016"]
+    assert cuda_page.cell_titles["3.00 GiB"] == "3,221,225,472 bytes"
+    assert cuda_page.row("allocator peak")[1:3] == ["3.82 GiB", "4,100,000,000"]
+    assert cuda_page.row("unattributed")[1] == "—"
+
+
+def test_kernel_table_and_rankings(cuda_page):
+    kernels = next(t for t in cuda_page.tables if t[0][:2] == ["#", "Kernel"])
+    assert cuda_page.column(kernels, "Calls")[:2] == ["360", "1,440"]
+    assert cuda_page.column(kernels, "Time")[0] == "96.0 ms"
+    assert cuda_page.column(kernels, "Util %")[3] == "130 ⚠"  # the above-peak TF32 GEMM, flagged
+    assert cuda_page.column(kernels, "Util %")[5] == "n/a — no FLOP formula for aten::index_select"
+    assert "Compute-bound kernels below the average FLOP utilization (25.6 %)" in cuda_page.text
+    assert "Memory-bound kernels below the average bandwidth utilization (43.2 %)" in cuda_page.text
+    ranked = [t for t in cuda_page.tables if t[0][:2] == ["Kernel", "Calls"]]
+    assert len(ranked) == 2
+    assert any("elemWiseRNNcell" in r[0] for r in ranked[0][1:])
+    assert any("SoftMaxForward" in r[0] for r in ranked[1][1:])
+
+
+def test_op_groups_and_notes(cuda_page):
+    assert cuda_page.row("aten::_cudnn_rnn")[1:] == ["1,440", "54.0 ms", "18.0", "1.20 TFLOP", "2.10"]
+    assert cuda_page.row("(no launching op)")[4:] == ["n/a", "n/a"]
+    assert "2,412 memcpy/memset events excluded from kernels and busy time" in cuda_page.text
+
+
+def test_partial_run_has_a_banner_with_the_reason_and_not_stable():
+    page = Page(rendered("partial"))
+    banners = [attrs for tag, attrs in page.elements if tag == "div" and "banner" in (attrs.get("class") or "")]
+    assert len(banners) == 2
+    assert ("PARTIAL RUN: out of memory in trace iteration 1 (CUDA out of memory: tried to allocate 2.00 GiB). "
+            "Figures cover only what was gathered before it stopped.") in page.text
+    assert "NOT STABLE" in page.text
+    assert "PARTIAL" not in Page(rendered("cuda")).text
+
+
+# -- the sweep's page ----------------------------------------------------------------------------------
+
+
+def test_sweep_summary_table():
+    page = Page(rendered("sweep"))
+    summary = page.tables[0]
+    assert summary[0][:4] == ["Batch", "Status", "Throughput (images/s)", "Iteration"]
+    assert page.column(summary, "Batch") == ["16", "32", "64", "128", "256", "512"]
+    assert page.column(summary, "Status") == ["ok", "ok", "ok", "ok", "partial", "OOM"]
+    assert page.column(summary, "Throughput (images/s)")[:5] == ["1,210", "1,820", "2,205", "2,390", "2,410"]
+    assert page.row("512")[2:] == ["n/a"] * (len(summary[0]) - 2)  # no figure drawn as zero
+    assert page.column(summary, "feature maps")[0] == "1.53 GiB"
+    assert f"batch 512: OOM — {OOM_REASON}" in page.text
+    assert "batch 256: partial — interrupted (SIGINT)" in page.text
+    assert "Largest batch that ran 256" in page.text
+
+
+def test_sweep_null_series_says_why():
+    page = Page(rendered("cpu_sweep"))
+    assert page.column(page.tables[0], "GPU busy %")[:3] == ["n/a"] * 3
+    assert "GPU busy %: n/a at batch 2, 4, 8 — no CUDA device" in page.text
+    assert "workspace: n/a at batch 2, 4, 8 — no op-scoped allocator events in the trace" in page.text
+    assert "batch 16: failed — workload exited with code 1" in page.text
+
+
+# -- the comparison's page -----------------------------------------------------------------------------
+
+
+def test_comparison_runs_metrics_and_gaps():
+    page = Page(rendered("compare"))
+    runs = page.tables[0]
+    assert page.column(runs, "Device name") == ["Tesla V100-SXM2-16GB", "NVIDIA H100 80GB HBM3"]
+    assert page.column(runs, "FP32 peak") == ["15.7 TFLOP/s", "67.0 TFLOP/s"]
+    assert page.row("Throughput (higher is better)")[1:] == ["1,050 images/s", "2,205 images/s", "2.10x"]
+    assert page.row("NVML utilization.gpu (higher is better)")[1:] == ["n/a — NVML not sampled (--no-nvml)",
+                                                                        "97.0 %", "n/a"]
+    assert ("B has 4.27x A's FP32 peak; this workload ran 2.10x as fast (throughput); it spends 30.0 ms less kernel "
+            "time per iteration, 60.0 % of that in aten::convolution_backward.") in page.text
+    assert page.row("aten::convolution_backward")[1:] == ["31.0 ms", "13.0 ms", "55.0", "41.0", "-18.0 ms", "60.0 %"]
+    assert page.row("aten::cudnn_convolution_add_relu")[1] == "absent"
+    assert "Not only the device differs" not in page.text
+
+
+def test_comparison_says_what_else_differs():
+    comparison = replace(sample_comparison(), differences=["batch: 64 / 128"])
+    page = Page(comparison_html(comparison))
+    assert "Not only the device differs: batch: 64 / 128" in page.text

@@ -1,0 +1,260 @@
+"""`tbd sweep`'s shell without child processes: `profile_run` is replaced by an oracle, so the order of
+points, failures, interrupts, what is written and the exit codes are checked in milliseconds."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import signal
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from testpaths import FIXTURES
+
+from tbd import sweep as sweep_shell
+from tbd.cli import main
+from tbd.collect import load_profile
+from tbd.errors import InterruptedRun, OutOfMemoryError, ResultFormatError, UsageError, WorkloadError
+from tbd.orchestrate import RunOutcome
+from tbd.records import RunSpec
+from tbd.sweep import SweepPlan, load_sweep, new_sweep_dir, prepare_sweep_dir, run_sweep
+
+BASE = load_profile(FIXTURES / "runs" / "resnet50-test-cpu-b8-threads1")
+SPEC = RunSpec(model="resnet50", framework="pytorch", batch=None, device="cpu", size="test")
+
+
+class Oracle:
+    """A stand-in for orchestrate.profile_run: a batch fits below `fits_below`; `crash`/`stop` act at one batch."""
+
+    def __init__(self, fits_below=10**9, crash=(), interrupt_at=None, interrupted_before=None):
+        self.fits_below, self.crash = fits_below, set(crash)
+        self.interrupt_at, self.interrupted_before = interrupt_at, interrupted_before
+        self.calls: list[int] = []
+
+    def __call__(self, spec, run_dir, progress, probe_oom=True, force=False):
+        assert probe_oom is False, "a sweep bisects by itself: no halving probe per point"
+        batch = spec.batch
+        self.calls.append(batch)
+        if batch == self.interrupted_before:
+            raise InterruptedRun("interrupted before any iteration completed; nothing was written")
+        run_dir.mkdir(parents=True)
+        if batch in self.crash:
+            raise WorkloadError(f"workload exited with code 1, log at {run_dir / 'workload.log'}",
+                                hint="RuntimeError during timing: Resource temporarily unavailable")
+        if batch >= self.fits_below:
+            os.rmdir(run_dir)  # as profile_run: nothing gathered, nothing left
+            raise OutOfMemoryError(f"batch {batch} ran out of memory on cpu", hint="try a smaller --batch")
+        metrics = replace(BASE.metrics, throughput=replace(BASE.metrics.throughput, value=10.0 * batch))
+        partial = batch == self.interrupt_at
+        profile = replace(BASE, metrics=metrics, status="partial" if partial else "complete",
+                          notes=["partial: interrupted by Ctrl-C (SIGINT) during the run"] if partial else [])
+        (run_dir / "profile.json").write_text(json.dumps(profile.to_dict()))
+        return RunOutcome(profile, 130 if partial else 0)
+
+
+@pytest.fixture
+def oracle(monkeypatch):
+    def install(**kwargs):
+        fake = Oracle(**kwargs)
+        monkeypatch.setattr(sweep_shell, "profile_run", fake)
+        return fake
+    return install
+
+
+def sweep(out: Path, plan: SweepPlan, lines: list[str] | None = None):
+    return run_sweep(SPEC, plan, out, announce=(lines if lines is not None else []).append,
+                     progress=lambda: contextlib.nullcontext(lambda event: None))
+
+
+def test_max_search_bisects_to_adjacent_batches_and_writes_everything(tmp_path, oracle):
+    fake = oracle(fits_below=11)
+    lines: list[str] = []
+    outcome = sweep(tmp_path, SweepPlan(None, start=1, cap=4096), lines)
+    assert fake.calls == [1, 2, 4, 8, 16, 12, 10, 11]
+    result = outcome.sweep
+    assert outcome.exit_code == 0 and result.mode == "max"
+    assert result.largest_fitting_batch == 10 and result.smallest_failing_batch == 11
+    assert [p.batch for p in result.points] == [1, 2, 4, 8, 10, 11, 12, 16]
+    assert result.device == "cpu" and result.device_name == BASE.environment["cpu"]["model"]
+    oom = {p.batch: p for p in result.points}[16]
+    assert oom.status == "oom" and oom.reason == "batch 16 ran out of memory on cpu" and oom.run_dir is None
+    assert lines[:2] == ["batch 1: running", "batch 1: 10.0 images/s, 5.70 ms per iteration, peak memory 2.5 MiB"]
+    assert "batch 16: out of memory" in lines
+    assert load_sweep(tmp_path) == result  # sweep.json is the final one, no "incomplete" note
+    rows = list(csv.DictReader((tmp_path / "sweep.csv").open()))
+    assert [int(r["batch"]) for r in rows] == [1, 2, 4, 8, 10, 11, 12, 16]
+    assert [float(r["throughput"]) for r in rows if r["status"] == "ok"] == [10.0, 20.0, 40.0, 80.0, 100.0]
+    assert outcome.figures_note is None
+    stems = ("sweep_throughput", "sweep_utilization", "sweep_memory")
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == sorted(f"{s}.{x}" for s in stems
+                                                                              for x in ("png", "svg"))
+
+
+def test_list_runs_exactly_the_batches_in_order_past_a_failure(tmp_path, oracle):
+    fake = oracle(fits_below=100, crash={4})
+    outcome = sweep(tmp_path, SweepPlan((8, 4, 200, 2)))
+    assert fake.calls == [8, 4, 200, 2]
+    assert [(p.batch, p.status) for p in outcome.sweep.points] == [(2, "ok"), (4, "failed"), (8, "ok"), (200, "oom")]
+    failed = outcome.sweep.points[1]
+    assert failed.reason.startswith("workload exited with code 1") and "Resource temporarily" in failed.reason
+    assert failed.run_dir == "b4"  # its log is kept
+    assert outcome.exit_code == 0 and outcome.sweep.notes == []  # list mode: no search to qualify
+
+
+def test_a_crash_in_the_max_search_counts_as_not_fitting_and_is_noted(tmp_path, oracle):
+    fake = oracle(fits_below=1000, crash={64})
+    outcome = sweep(tmp_path, SweepPlan(None, start=16, cap=4096))
+    assert fake.calls == [16, 32, 64, 48, 56, 60, 62, 63]
+    assert outcome.sweep.largest_fitting_batch == 63 and outcome.sweep.smallest_failing_batch is None
+    assert any("batch 64, which failed without running out of memory" in n for n in outcome.sweep.notes)
+
+
+def test_reaching_the_cap_is_noted(tmp_path, oracle):
+    oracle()
+    outcome = sweep(tmp_path, SweepPlan(None, start=8, cap=20))
+    assert [p.batch for p in outcome.sweep.points] == [8, 16, 20]
+    assert outcome.sweep.notes == ["reached --max-batch 20 without running out of memory: the largest batch that "
+                                   "fits may be larger"]
+
+
+def test_an_interrupted_point_stops_the_sweep_and_keeps_what_ran(tmp_path, oracle):
+    fake = oracle(interrupt_at=4)
+    outcome = sweep(tmp_path, SweepPlan((2, 4, 8)))
+    assert fake.calls == [2, 4] and outcome.exit_code == 130
+    saved = load_sweep(tmp_path / "sweep.json")
+    assert [(p.batch, p.status) for p in saved.points] == [(2, "ok"), (4, "partial")]
+    assert saved.notes == ["interrupted at batch 4 (its partial profile is kept)"]
+    assert saved.points[1].reason == "partial: interrupted by Ctrl-C (SIGINT) during the run"
+
+
+def test_an_interrupt_before_a_point_measured_anything(tmp_path, oracle):
+    oracle(interrupted_before=4)
+    outcome = sweep(tmp_path, SweepPlan((2, 4, 8)))
+    assert outcome.exit_code == 130 and [p.batch for p in outcome.sweep.points] == [2]
+    assert outcome.sweep.notes == ["interrupted at batch 4, before it measured anything"]
+
+
+def test_sweep_json_is_written_after_every_point(tmp_path, oracle, monkeypatch):
+    fake = oracle()
+    seen = []
+
+    def spy(spec, run_dir, progress, probe_oom=True, force=False):
+        if (tmp_path / "sweep.json").exists():
+            seen.append([p["batch"] for p in json.loads((tmp_path / "sweep.json").read_text())["points"]])
+        return fake(spec, run_dir, progress, probe_oom, force)
+
+    monkeypatch.setattr(sweep_shell, "profile_run", spy)
+    sweep(tmp_path, SweepPlan((2, 4, 8)))
+    assert seen == [[2], [2, 4]]
+
+
+def test_exit_code_when_no_point_ran(tmp_path, oracle):
+    oracle(fits_below=1)
+    assert sweep(tmp_path / "a", SweepPlan((2, 4))).exit_code == 3  # every point out of memory
+    oracle(fits_below=1, crash={4})
+    assert sweep(tmp_path / "b", SweepPlan((2, 4))).exit_code == 4
+
+
+# --- directories and loading -------------------------------------------------------------------
+
+def test_sweep_directory_is_new_or_a_replaced_sweep(tmp_path):
+    out = tmp_path / "s"
+    prepare_sweep_dir(out, force=False)
+    (out / "b2").mkdir()
+    with pytest.raises(UsageError, match="not empty"):
+        prepare_sweep_dir(out, force=False)
+    with pytest.raises(UsageError, match="holds no tbd sweep"):
+        prepare_sweep_dir(out, force=True)
+    (out / "sweep.json").write_text("{}")
+    prepare_sweep_dir(out, force=True)
+    assert list(out.iterdir()) == []
+    (tmp_path / "f").write_text("")
+    with pytest.raises(UsageError, match="is a file"):
+        prepare_sweep_dir(tmp_path / "f", force=True)
+
+
+def test_default_sweep_directories_are_unique(tmp_path):
+    first, second = new_sweep_dir(SPEC, tmp_path), new_sweep_dir(SPEC, tmp_path)
+    assert first.name.startswith("sweep-resnet50-pytorch-cpu-") and first != second and second.is_dir()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not valid JSON"),
+    ('{"schema": "tbd.profile/2"}', "unknown sweep schema"),
+    ('{"schema": "tbd.sweep/1", "model": "m"}', "missing"),
+    ("[1, 2]", "not a JSON object"),
+])
+def test_a_corrupt_sweep_json_is_one_line_naming_the_file(tmp_path, content, message):
+    (tmp_path / "sweep.json").write_text(content)
+    with pytest.raises(ResultFormatError, match=message) as err:
+        load_sweep(tmp_path)
+    line = err.value.one_line()
+    assert "\n" not in line and line.startswith(str(tmp_path / "sweep.json"))
+
+
+def test_load_sweep_refuses_what_is_not_a_regular_file(tmp_path):
+    with pytest.raises(ResultFormatError, match="no sweep.json here"):
+        load_sweep(tmp_path)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(ResultFormatError, match="not a regular file"):
+        load_sweep(tmp_path / "fifo")
+
+
+# --- the command -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("batch", ["2,x", "0", "max,4", "2,,4", "2,2", "-4", ""])
+def test_bad_batch_text_is_a_usage_error_before_any_run(tmp_path, capsys, oracle, batch):
+    fake = oracle()
+    code = main(["sweep", "resnet50", "--batch", batch, "--out", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("tbd: error: --batch")
+    assert "hint: give batch sizes like --batch 2,4,8" in err
+    assert fake.calls == [] and not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["nosuch", "--batch", "2"], "unknown model 'nosuch'"),
+    (["resnet50", "--framework", "jax", "--batch", "2"], "unknown framework 'jax'"),
+    (["faster_rcnn", "--batch", "max"], "there is no batch to sweep"),
+    (["resnet50", "--batch", "2,4", "--max-batch", "8"], "--max-batch applies to --batch max only"),
+    (["resnet50", "--batch", "max", "--batch-start", "64", "--max-batch", "8"], "above --max-batch 8"),
+])
+def test_other_usage_errors(tmp_path, capsys, oracle, argv, message):
+    fake = oracle()
+    assert main(["sweep", *argv, "--out", str(tmp_path / "s")]) == 2
+    assert message in capsys.readouterr().err and fake.calls == []
+
+
+def test_the_command_prints_the_table_and_the_directory(tmp_path, capsys, oracle):
+    fake = oracle(fits_below=40)
+    out = tmp_path / "s"
+    code = main(["sweep", "resnet50", "--size", "test", "--device", "cpu", "--batch", "max", "--quiet",
+                 "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert fake.calls[:3] == [32, 64, 48]  # the model's default batch first
+    assert f"sweep directory: {out}" in captured.out and "Largest batch that ran: 39" in captured.out
+    assert "batch 32: running" in captured.err
+
+
+@pytest.mark.parametrize("signals, note", [
+    (1, "interrupted before batch 4"),  # recorded; the sweep stops before its next point
+    (2, "interrupted at batch 2"),  # the second one: the user insists, stop now
+])
+def test_signals_between_points(tmp_path, oracle, monkeypatch, signals, note):
+    fake = oracle()
+
+    def signalled(spec, run_dir, progress, probe_oom=True, force=False):
+        outcome = fake(spec, run_dir, progress, probe_oom, force)
+        for _ in range(signals):  # outside profile_run's own handlers, as between two points
+            os.kill(os.getpid(), signal.SIGINT)
+        return outcome
+
+    monkeypatch.setattr(sweep_shell, "profile_run", signalled)
+    outcome = sweep(tmp_path, SweepPlan((2, 4, 8)))
+    assert fake.calls == [2] and outcome.exit_code == 130
+    assert load_sweep(tmp_path).notes == [note]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers put back
