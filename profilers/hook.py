@@ -181,6 +181,10 @@ class FrameworkHook(ABC):
         trace and the memory records."""
 
     @abstractmethod
+    def out_of_memory(self, exc: BaseException) -> bool:
+        """Whether `exc` is the framework running out of memory (each hook module's is_out_of_memory)."""
+        return isinstance(exc, MemoryError)
+
     def gemm_ceiling(self, device: Device) -> dict:
         """The measured FP32 matrix-multiply ceiling (profilers/gemm.py's keys)."""
 
@@ -230,7 +234,7 @@ class FrameworkHook(ABC):
                            trace_window=lambda: self._trace_window(workload, spec, run_dir, device, hooks, state,
                                                                    progress),
                            gemm_ceiling=lambda: self.gemm_ceiling(device),
-                           memory_bandwidth=lambda: self.memory_bandwidth(device))
+                           memory_bandwidth=lambda: self.memory_bandwidth(device), out_of_memory=self.out_of_memory)
         finally:
             if workload.close is not None:
                 workload.close()

@@ -90,6 +90,9 @@ class MXNetHook(FrameworkHook):
     def parameter_count(self, model: Any) -> int:
         return int(sum(int(p.data().size) for p in model.collect_params().values()))
 
+    def out_of_memory(self, exc: BaseException) -> bool:
+        return is_out_of_memory(exc)
+
     def gemm_ceiling(self, device: Device) -> dict:
         return measured_gemm_ceiling(self.mx, device.handle, n=4096 if device.is_gpu else 2048)
 

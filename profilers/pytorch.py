@@ -74,6 +74,9 @@ class PyTorchHook(FrameworkHook):
         uuid = str(getattr(torch.cuda.get_device_properties(device.index), "uuid", "") or "") or None
         return NvmlSampler(device.index, uuid=uuid)
 
+    def out_of_memory(self, exc: BaseException) -> bool:
+        return is_out_of_memory(exc)
+
     def gemm_ceiling(self, device: Device) -> dict:
         # A larger matrix on a GPU: n=2048 is too small to fill an H100's SMs for long.
         return measured_gemm_ceiling(torch, device.handle, n=4096 if device.is_gpu else 2048)

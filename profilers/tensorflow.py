@@ -85,6 +85,9 @@ class TensorFlowHook(FrameworkHook):
     def parameter_count(self, model: Any) -> int:
         return int(sum(int(math.prod(v.shape)) for m in _each(model) for v in m.weights))
 
+    def out_of_memory(self, exc: BaseException) -> bool:
+        return is_out_of_memory(exc)
+
     def gemm_ceiling(self, device: Device) -> dict:
         return measured_gemm_ceiling(self.tf, device.handle, n=4096 if device.is_gpu else 2048)
 

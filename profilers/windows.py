@@ -9,6 +9,7 @@ short (Ctrl-C, a crash), together with the iteration log, so a partial profile k
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any, Callable
 
@@ -55,7 +56,8 @@ def workload_record(workload: Any, parameters: int | None) -> dict:
 def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState, run_dir: Path,
                progress: ProgressFn, *, parameters: int | None, nvml: Any,
                trace_window: Callable[[], None], gemm_ceiling: Callable[[], dict],
-               memory_bandwidth: Callable[[], dict | None] = lambda: None) -> None:
+               memory_bandwidth: Callable[[], dict | None] = lambda: None,
+               out_of_memory: Callable[[BaseException], bool] = lambda exc: isinstance(exc, MemoryError)) -> None:
     """Warm-up, timing window, trace window (when asked for), GEMM ceiling; raw records after each.
 
     Args:
@@ -65,6 +67,11 @@ def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState,
         gemm_ceiling: measures the framework's matrix-multiply ceiling (profilers/gemm.py's keys).
         memory_bandwidth: measures the device's copy bandwidth (profilers/bandwidth.py), None when
             the analysis takes it from elsewhere (a GPU's datasheet).
+        out_of_memory: tells the framework's out-of-memory errors. One in the GEMM or bandwidth
+            measurement, after the workload's windows are done, leaves that figure unmeasured (a
+            note says why) instead of failing the run: the batch fitted; the measurement's own
+            buffers (2048x2048 matrices, 2 x 128 MiB copies) did not fit beside it, which under
+            --memory-limit-gib would otherwise make `tbd sweep --batch max` stop short.
     """
     deadline_ns = hooks.clock() + int(spec.max_seconds * 1e9)
     rundir.atomic_write_json(run_dir / rundir.WORKLOAD, workload_record(workload, parameters))
@@ -76,8 +83,27 @@ def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState,
         write_iterations(run_dir, state)
     state.stage = "gemm"
     progress({"stage": "gemm", "done": 0, "total": 1})
-    rundir.atomic_write_json(run_dir / rundir.GEMM, gemm_ceiling())
-    bandwidth = memory_bandwidth()
+    notes_before = len(state.notes)
+    ceiling = _unless_out_of_memory(gemm_ceiling, out_of_memory, "GEMM ceiling", state.notes)
+    if ceiling is not None:
+        rundir.atomic_write_json(run_dir / rundir.GEMM, ceiling)
+    bandwidth = _unless_out_of_memory(memory_bandwidth, out_of_memory, "memory bandwidth", state.notes)
     if bandwidth is not None:
         rundir.atomic_write_json(run_dir / rundir.BANDWIDTH, bandwidth)
+    if len(state.notes) > notes_before:
+        write_iterations(run_dir, state)  # the notes saying why a measurement is missing
     progress({"stage": "gemm", "done": 1, "total": 1})
+
+
+def _unless_out_of_memory(measure: Callable[[], dict | None], out_of_memory: Callable[[BaseException], bool],
+                          what: str, notes: list[str]) -> dict | None:
+    """`measure()`, or None and a note when it runs out of memory (the workload's windows are done by then)."""
+    try:
+        return measure()
+    except Exception as exc:  # noqa: BLE001 - each framework raises its own kind; not OOM is raised again
+        if not (out_of_memory(exc) or getattr(exc, "errno", None) == errno.ENOMEM):
+            raise
+        first = str(exc).splitlines()[0][:240] if str(exc) else type(exc).__name__
+        notes.append(f"{what} not measured: out of memory after the windows (its buffers did not fit beside the "
+                     f"workload: {first}); the figures that need it are null")
+        return None

@@ -107,6 +107,8 @@ def mark_missing(ax: Axes, x: float, label: str) -> None:
     where = blended_transform_factory(ax.transData, ax.transAxes)
     ax.plot([x], [0.03], marker="X", markersize=9, color=MISSING_COLOUR, linestyle="none", transform=where,
             clip_on=False, label="_missing")
+    if not label:  # a neighbour's label already names it
+        return
     ax.text(x, 0.07, label, transform=where, ha="center", va="bottom", color=MISSING_COLOUR, fontsize=9,
             fontweight="bold")
 

@@ -6,7 +6,7 @@ its batch, labelled "OOM" or "failed", never as a value of zero, and its reason 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tbd.profile import MEMORY_CATEGORIES
@@ -42,21 +42,44 @@ def sweep_title(sweep: Sweep, what: str) -> str:
     return printable(f"{what} — {sweep.model} ({sweep.framework}) on {device}")
 
 
-def _batch_axis(ax: Axes, points: Sequence[SweepPoint]) -> None:
-    """A log2 x axis with a tick at every batch of the sweep."""
+def _batch_axis(ax: Axes, sweep: Sweep) -> None:
+    """A log2 x axis with a tick at every batch of the sweep, labelled at the powers of two and at
+    the largest batch that ran (a bisection's batches, 416, 420, 421, ..., would print over each other)."""
     ax.set_xscale("log", base=2)
-    batches = [p.batch for p in points]
-    ax.set_xticks(batches, [str(b) for b in batches])
+    batches = [p.batch for p in sweep.points]
+    edge = sweep.largest_fitting_batch
+    labelled = [b for b in batches if b & (b - 1) == 0 and (edge is None or not edge / 1.15 < b < edge * 1.15)]
+    if edge is not None:
+        labelled = sorted({*labelled, edge})
     ax.minorticks_off()
+    ax.set_xticks(labelled, [str(b) for b in labelled])
+    ax.set_xticks(batches, minor=True)
     ax.set_xlabel("batch size (log2 scale)")
     if len(batches) == 1:
         ax.set_xlim(batches[0] / 2, batches[0] * 2)
 
 
+def _mark_missing_points(ax: Axes, points: Sequence[SweepPoint], missing: Callable[[SweepPoint], bool],
+                         x_of: Callable[[int, SweepPoint], float]) -> None:
+    """A cross for each point `missing` says has no figure; a run of neighbours with one status gets one label."""
+    previous = None
+    for i, p in enumerate(points):
+        if not missing(p):
+            previous = None
+            continue
+        label = point_label(p.status)
+        mark_missing(ax, x_of(i, p), label if label != previous else "")
+        previous = label
+
+
 def _failed_captions(points: Sequence[SweepPoint]) -> list[str]:
-    """One line per point that produced no figures: its batch, what happened and why."""
-    return [f"batch {p.batch}: {point_label(p.status)}" + (f" — {printable(p.reason)}" if p.reason else "")
-            for p in points if p.status in ("oom", "failed")]
+    """The points that produced no figures: the out-of-memory ones in one line (the reason is the same
+    sentence for each), every other failure on its own line with its reason."""
+    oom = [p.batch for p in points if p.status == "oom"]
+    lines = [f"{point_label('oom')} at batch {', '.join(map(str, oom))}: ran out of memory (sweep.json has each "
+             "point's reason)"] if oom else []
+    return lines + [f"batch {p.batch}: {point_label(p.status)}" + (f" — {printable(p.reason)}" if p.reason else "")
+                    for p in points if p.status == "failed"]
 
 
 def sweep_throughput_figure(sweep: Sweep) -> Figure:
@@ -79,10 +102,8 @@ def sweep_throughput_figure(sweep: Sweep) -> Figure:
     if partial:
         ax.plot([p.batch for p in partial], [p.throughput for p in partial], linestyle="none", marker="o",
                 markersize=10, markerfacecolor="white", color=SERIES_COLOURS[0], label="partial run", zorder=4)
-    for p in sweep.points:
-        if p.throughput is None:
-            mark_missing(ax, p.batch, point_label(p.status))
-    _batch_axis(ax, sweep.points)
+    _mark_missing_points(ax, sweep.points, lambda p: p.throughput is None, lambda i, p: p.batch)
+    _batch_axis(ax, sweep)
     ax.set_ylim(bottom=0)
     ax.set_ylabel(f"throughput ({printable(unit)})")
     ax.set_title(title, loc="left")
@@ -120,10 +141,8 @@ def sweep_utilization_figure(sweep: Sweep) -> Figure:
             captions.append(f"{label}: {na(reason)}")
             continue
         ax.plot([p.batch for p in drawn], [getattr(p, key) for p in drawn], color=colour, marker="o", label=label)
-    for p in sweep.points:
-        if p.status in ("oom", "failed"):
-            mark_missing(ax, p.batch, point_label(p.status))
-    _batch_axis(ax, sweep.points)
+    _mark_missing_points(ax, sweep.points, lambda p: p.status in ("oom", "failed"), lambda i, p: p.batch)
+    _batch_axis(ax, sweep)
     ax.set_ylim(0, 105)
     ax.set_ylabel("utilization (%)")
     ax.set_title(title, loc="left")
@@ -150,6 +169,7 @@ def sweep_memory_figure(sweep: Sweep) -> Figure:
     ax = fig.add_subplot()
     for i, point in enumerate(sweep.points):
         _stack_point(ax, i, point, size)
+    _mark_missing_points(ax, sweep.points, _no_memory, lambda i, p: i)
     handles = [legend_patch(color=CATEGORY_COLOURS[c], label=category_label(c)) for c in MEMORY_CATEGORIES]
     peaks = [(i, p.memory_bytes.get("allocator_peak")) for i, p in enumerate(sweep.points)]
     peaks = [(i, v) for i, v in peaks if v is not None]
@@ -161,18 +181,22 @@ def sweep_memory_figure(sweep: Sweep) -> Figure:
     ax.set_ylabel(f"bytes ({unit}), each category's own peak")
     ax.set_title(title, loc="left")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.margins(y=0.1)
+    ax.margins(y=0.3)  # room above the tallest bar for its upright peak label
+    ax.set_ylim(bottom=0)
     # One legend entry per category, in stacking order, whichever points have it.
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     add_caption(fig, _failed_captions(sweep.points) + _null_memory_captions(sweep.points))
     return fig
 
 
+def _no_memory(point: SweepPoint) -> bool:
+    return point.status in ("oom", "failed") or all(point.memory_bytes.get(c) is None for c in MEMORY_CATEGORIES)
+
+
 def _stack_point(ax: Axes, position: int, point: SweepPoint, size: int) -> None:
     """One stacked bar of a point's known categories at x = `position`; a status marker if it has none."""
-    if point.status in ("oom", "failed") or all(point.memory_bytes.get(c) is None for c in MEMORY_CATEGORIES):
-        mark_missing(ax, position, point_label(point.status))
-        return
+    if _no_memory(point):
+        return  # marked by _mark_missing_points
     bottom = 0.0
     for name in MEMORY_CATEGORIES:
         value = point.memory_bytes.get(name)
@@ -183,8 +207,9 @@ def _stack_point(ax: Axes, position: int, point: SweepPoint, size: int) -> None:
         bottom += value / size  # the stack's drawn top: where the next category starts
     peak = point.memory_bytes.get("allocator_peak")
     if peak is not None:  # the label goes above whichever is higher, the stack or the peak's marker
-        ax.annotate(f"peak {fmt_bytes(peak)}", (position, max(bottom, peak / size)), xytext=(0, 8),
-                    textcoords="offset points", ha="center", fontsize=7)
+        # Upright: a bisection's neighbouring bars would print their labels over each other.
+        ax.annotate(f"peak {fmt_bytes(peak)}", (position, max(bottom, peak / size)), xytext=(0, 6),
+                    textcoords="offset points", ha="center", va="bottom", rotation=90, fontsize=7)
 
 
 def _null_memory_captions(points: Sequence[SweepPoint]) -> list[str]:

@@ -79,7 +79,11 @@ def default_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
 def new_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
     """A new, empty run directory named as `default_run_dir`, created now so no other run can take
     it: a name already taken (two runs started in the same second) gets -2, -3, ... appended."""
-    base = default_run_dir(spec, root)
+    return unique_dir(default_run_dir(spec, root))
+
+
+def unique_dir(base: Path) -> Path:
+    """`base`, or `base`-2, -3, ... when taken, created now so that no other run or sweep can take it."""
     base.parent.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
         path = base if n == 1 else base.with_name(f"{base.name}-{n}")
@@ -88,7 +92,7 @@ def new_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
             return path
         except FileExistsError:
             continue
-    raise FileExistsError(f"{base}: 999 runs already started this second")
+    raise FileExistsError(f"{base}: 999 folders of that name already started this second")
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

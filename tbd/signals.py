@@ -14,7 +14,7 @@ import contextlib
 import signal
 import subprocess
 import threading
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 _ESCALATION = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 _NAMES = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
@@ -51,15 +51,8 @@ class ForwardedSignals:
     @contextlib.contextmanager
     def installed(self) -> Iterator["ForwardedSignals"]:
         """Handle SIGINT and SIGTERM here (main thread only; elsewhere Python cannot set handlers)."""
-        if threading.current_thread() is not threading.main_thread():
+        with interrupt_handler(self._handle):
             yield self
-            return
-        old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield self
-        finally:
-            for s, handler in old.items():
-                signal.signal(s, handler)
 
     @contextlib.contextmanager
     def target(self, child: subprocess.Popen) -> Iterator[None]:
@@ -83,3 +76,18 @@ class ForwardedSignals:
     def held(self) -> Iterator[None]:
         """A stretch with no child (analysis, writing profile.json): signals are only recorded."""
         yield
+
+
+@contextlib.contextmanager
+def interrupt_handler(handle: Callable[[int, Any], None]) -> Iterator[None]:
+    """`handle` for SIGINT and SIGTERM while inside, the previous handlers restored after; nothing
+    changes off the main thread (Python sets signal handlers there only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)

@@ -19,7 +19,6 @@ import os
 import shutil
 import signal
 import stat
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +40,7 @@ from tbd.orchestrate import ProgressSink, profile_run
 from tbd.records import RunSpec
 from tbd.reports import figures as _figures
 from tbd.reports.sweep_table import point_line, render_csv
+from tbd.signals import interrupt_handler
 from tbd.sweep_result import Sweep, SweepPoint
 
 SWEEP_JSON = "sweep.json"
@@ -81,16 +81,7 @@ def default_sweep_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
 
 def new_sweep_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
     """A new, empty sweep directory named as `default_sweep_dir`, created now; -2, -3, ... when taken."""
-    base = default_sweep_dir(spec, root)
-    base.parent.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 1000):
-        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"{base}: 999 sweeps already started this second")
+    return rundir.unique_dir(default_sweep_dir(spec, root))
 
 
 def prepare_sweep_dir(out: Path, force: bool) -> None:
@@ -158,15 +149,8 @@ class _StopRequests:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator["_StopRequests"]:
-        if threading.current_thread() is not threading.main_thread():
+        with interrupt_handler(self._handle):
             yield self
-            return
-        old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield self
-        finally:
-            for s, handler in old.items():
-                signal.signal(s, handler)
 
 
 @dataclass(frozen=True)

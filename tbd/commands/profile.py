@@ -16,10 +16,15 @@ from tbd.reports.progress import StageProgress
 from tbd.reports.terminal import render_profile
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    """MODEL and --framework: what `tbd profile` and `tbd sweep` run."""
     p.add_argument("model", help=f"workload: {', '.join(sorted(registry.MODELS))}")
     p.add_argument("--framework", default="pytorch", help=f"one of {', '.join(registry.FRAMEWORKS)} (default pytorch)")
-    p.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own default)")
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """How each run goes (device, size, windows, threads, seed, memory cap, peak): `tbd profile`'s and
+    every point of `tbd sweep`; `spec_from_args` reads them."""
     p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N")
     p.add_argument("--size", choices=("full", "test"), default="full",
                    help="full: the paper's architecture; test: a tiny one for quick checks")
@@ -34,11 +39,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-limit-gib", type=memory_gib, default=None,
                    help="cap the workload process's address space (RLIMIT_AS), e.g. to find the largest batch "
                         "that fits a host with less memory; CPU runs (CUDA reserves large virtual ranges)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>-<time>)")
     p.add_argument("--peak-flops", type=positive_float, default=None,
                    help="FP32 peak FLOP/s of the device, instead of the GPU table's (or the CPU model's); labelled "
                         "as yours in the report")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_workload_arguments(p)
+    p.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own default)")
+    add_run_arguments(p)
+    p.add_argument("--out", type=Path, default=None,
+                   help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>-<time>)")
     p.add_argument("--top", type=positive_int, default=10, help="kernels shown in the report (default 10)")
     p.add_argument("--ncu", type=positive_int, default=None, metavar="N",
                    help="after the run, measure the N longest ranked kernels with Nsight Compute (a second run of "

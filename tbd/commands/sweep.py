@@ -18,9 +18,9 @@ import argparse
 from pathlib import Path
 
 from tbd import registry
-from tbd.commands.arguments import memory_gib, nonnegative_int, positive_float, positive_int
+from tbd.commands.arguments import positive_int
 from tbd.commands.common import stderr_console, terminal_width, write
-from tbd.commands.profile import spec_from_args
+from tbd.commands.profile import add_run_arguments, add_workload_arguments, spec_from_args
 from tbd.errors import UsageError
 from tbd.reports.progress import StageProgress
 from tbd.reports.sweep_table import render_sweep
@@ -31,31 +31,14 @@ _BATCH_HINT = "give batch sizes like --batch 2,4,8, or --batch max for the large
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help=f"workload: {', '.join(sorted(registry.MODELS))}")
-    p.add_argument("--framework", default="pytorch", help=f"one of {', '.join(registry.FRAMEWORKS)} (default pytorch)")
+    add_workload_arguments(p)
     p.add_argument("--batch", required=True, metavar="B1,B2,...|max",
                    help="the batch sizes to run, in this order (e.g. 2,4,8); or max: find the largest that fits")
     p.add_argument("--batch-start", type=positive_int, default=None, metavar="N",
                    help="--batch max: the first batch (default: the model's default batch)")
     p.add_argument("--max-batch", type=positive_int, default=None, metavar="N",
                    help=f"--batch max: never try a batch above N (default {DEFAULT_MAX_BATCH})")
-    p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N")
-    p.add_argument("--size", choices=("full", "test"), default="full",
-                   help="full: the paper's architecture; test: a tiny one for quick checks")
-    p.add_argument("--warmup", type=nonnegative_int, default=None,
-                   help="warm-up iterations per point (default: detect the end of warm-up automatically)")
-    p.add_argument("--iterations", type=positive_int, default=20, help="iterations in each timing window (default 20)")
-    p.add_argument("--trace-iterations", type=nonnegative_int, default=3,
-                   help="iterations in each trace window (default 3)")
-    p.add_argument("--max-seconds", type=positive_float, default=600.0,
-                   help="time budget for each point's warm-up plus timing window (default 600)")
-    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for the framework (default: its own)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--memory-limit-gib", type=memory_gib, default=None,
-                   help="cap each point's address space (RLIMIT_AS), to find the largest batch that fits a host "
-                        "with less memory; CPU runs (CUDA reserves large virtual ranges)")
-    p.add_argument("--peak-flops", type=positive_float, default=None,
-                   help="FP32 peak FLOP/s of the device, instead of the GPU table's (or the CPU model's)")
+    add_run_arguments(p)  # each point's, as `tbd profile` takes them
     p.add_argument("--out", type=Path, default=None,
                    help="sweep directory to write (default runs/sweep-<model>-<framework>-<device>-<time>); "
                         "each point's run directory is b<batch>/ inside it")
