@@ -101,6 +101,11 @@ class Comparison:
     @classmethod
     def from_dict(cls, data: Any) -> "Comparison":
         """Validate and rebuild; raises ResultFormatError naming the offending key."""
+        with c.checking("comparison"):
+            return cls._from_dict(data)
+
+    @classmethod
+    def _from_dict(cls, data: Any) -> "Comparison":
         if not isinstance(data, dict):
             raise ResultFormatError("comparison is not a JSON object")
         if data.get("schema") != COMPARISON_SCHEMA:

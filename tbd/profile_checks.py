@@ -9,8 +9,9 @@ in [0, 100], sizes, counts, times and FLOP figures are not negative. A checker i
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,3 +145,13 @@ def known_keys(data: Any, where: str, rules: dict[str, Checker]) -> None:
         for name, rule in rules.items():
             if name in data:
                 rule(data[name], where + name)
+
+
+@contextlib.contextmanager
+def checking(what: str) -> Iterator[None]:
+    """Name the record being checked in the errors raised inside ("sweep key 'points[0].batch' ...")."""
+    try:
+        yield
+    except ResultFormatError as exc:
+        raise ResultFormatError(str(exc).replace("profile key", f"{what} key", 1)
+                                .replace("profile is missing", f"{what} is missing", 1), exc.hint) from None

@@ -67,6 +67,11 @@ class Sweep:
     @classmethod
     def from_dict(cls, data: Any) -> "Sweep":
         """Validate and rebuild; raises ResultFormatError naming the offending key."""
+        with c.checking("sweep"):
+            return cls._from_dict(data)
+
+    @classmethod
+    def _from_dict(cls, data: Any) -> "Sweep":
         if not isinstance(data, dict):
             raise ResultFormatError("sweep is not a JSON object")
         if data.get("schema") != SWEEP_SCHEMA:
