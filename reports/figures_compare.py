@@ -56,7 +56,9 @@ def compare_metrics_figure(comparison: Comparison) -> Figure:
         figure draws those) is a group, one bar per run, length = the record's ratio.
     Returns: the Figure; a "n/a" figure when there is no such metric.
     """
-    metrics = [m for m in comparison.metrics if not m.key.startswith(MEMORY_PREFIX)]
+    # A figure no run has (NVML on CPU runs, throughput of traces) says nothing side by side.
+    metrics = [m for m in comparison.metrics
+               if not m.key.startswith(MEMORY_PREFIX) and any(v is not None for v in m.values)]
     title = compare_title(comparison, f"Ratio to {comparison.runs[0].label if comparison.runs else 'the first run'}")
     if not metrics or not comparison.runs:
         return empty_figure(title, na("no metric to compare"))
@@ -71,7 +73,7 @@ def compare_metrics_figure(comparison: Comparison) -> Figure:
             captions += _ratio_bar(ax, y, band, metric, comparison.runs, j)
     ax.axvline(1.0, color="#333333", linewidth=1, linestyle="--")
     ax.set_yticks(range(len(metrics)), [_metric_label(m) for m in metrics])
-    ax.invert_yaxis()  # the record's first metric on top
+    ax.set_ylim(len(metrics) - 0.5, -0.5)  # the record's first metric on top, rows without bars kept inside
     ax.set_xlabel(f"ratio to run {printable(comparison.runs[0].label)} (1 = the same)")
     ax.set_title(title, loc="left")
     ax.grid(True, axis="x", alpha=0.3)
