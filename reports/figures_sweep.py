@@ -121,8 +121,8 @@ def sweep_throughput_figure(sweep: Sweep) -> Figure:
 def sweep_utilization_figure(sweep: Sweep) -> Figure:
     """GPU busy %, FLOP utilization % and CPU utilization % against batch size.
 
-    Args: sweep: a finished Sweep; a series with no value at any point is named in the legend with
-        its reason ("GPU busy %: n/a — no CUDA device"); points without figures marked by status.
+    Args: sweep: a finished Sweep; a series with no value at any point is named in the legend as
+        "GPU busy %: n/a" and its reason is in the caption; points without figures marked by status.
     Returns: the Figure; a "n/a" figure for a sweep without points.
     """
     title = sweep_title(sweep, "Utilization")

@@ -8,11 +8,9 @@ here; nothing here computes a metric.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -302,47 +300,12 @@ def load_profile(path: str | os.PathLike) -> Profile:
     if path.is_dir():
         path = path / rundir.PROFILE
     hint = "give a run directory written by `tbd profile` or its profile.json"
-    try:
-        info = os.stat(path)
-    except OSError:
-        raise ResultFormatError(f"{path}: no profile.json here", hint=hint) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ResultFormatError(f"{path}: not a regular file", hint=hint)
-    if info.st_size > MAX_PROFILE_BYTES:
-        raise ResultFormatError(f"{path}: {info.st_size:,} bytes is far too large for a profile.json", hint=hint)
-    return Profile.from_dict(_read_profile_json(path))
-
-
-def _read_profile_json(path: Path) -> Any:
-    try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read(MAX_PROFILE_BYTES + 1))
-        # JSON's "\ud800" escape decodes to a lone surrogate that no output can encode later.
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-        return data
-    except UnicodeEncodeError:
-        raise ResultFormatError(f"{path}: not valid JSON text (a lone UTF-16 surrogate escape)") from None
-    except OSError as exc:
-        raise ResultFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except RecursionError:
-        raise ResultFormatError(f"{path}: not a tbd profile (JSON nested too deeply)") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ResultFormatError(f"{path}: not valid JSON (tbd profile): {str(exc)[:200]}") from None
-
-
-#: The first bytes of a profile.json as tbd writes it (`rundir.atomic_write_json`, schema first).
-_PROFILE_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"tbd\.profile/')
+    return Profile.from_dict(rundir.read_result_json(path, rundir.PROFILE, MAX_PROFILE_BYTES, hint))
 
 
 def is_profile_json(path: Path) -> bool:
     """Whether `path` is a regular file that starts like a tbd profile.json (whatever its name)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as f:
-            return bool(_PROFILE_HEAD.match(f.read(64)))
-    except OSError:
-        return False
+    return rundir.result_kind(path) == "tbd.profile"
 
 
 def profile_of_target(target: str | os.PathLike, **options: Any) -> Profile:

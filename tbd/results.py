@@ -3,17 +3,15 @@ comparison (the JSON `tbd compare --out` writes), told apart by the schema it de
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Union
 
 from tbd import rundir
 from tbd.collect import is_profile_json, load_profile, profile_from_run_dir
 from tbd.comparison import Comparison
-from tbd.errors import ResultFormatError, UsageError
+from tbd.errors import UsageError
 from tbd.profile import PARTIAL, Profile
 from tbd.sweep import SWEEP_JSON, load_sweep
 from tbd.sweep_result import Sweep
@@ -46,36 +44,11 @@ def load_result(target: str | os.PathLike) -> Result:
             return profile_from_run_dir(path, status=PARTIAL, extra_notes=[
                 "profile.json was never written (the tbd process stopped first): analysed from the raw records"])
         return load_profile(path)
-    kind = _schema_kind(path)
+    kind = rundir.result_kind(path)
     if kind == "tbd.sweep":
         return load_sweep(path)
     if kind == "tbd.compare":
-        return Comparison.from_dict(_read_json(path, "comparison"))
+        return Comparison.from_dict(rundir.read_result_json(path, "comparison", MAX_RESULT_BYTES, _HINT))
     if path.name == rundir.PROFILE or is_profile_json(path):
         return load_profile(path)
     raise UsageError(f"{target}: not a tbd profile, sweep or comparison", hint=_HINT)
-
-
-def _schema_kind(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            match = _SCHEMA_HEAD.match(f.read(64))
-    except OSError:
-        return None
-    return match.group(1).decode() if match else None
-
-
-def _read_json(path: Path, what: str):
-    try:
-        info = os.stat(path)
-    except OSError:
-        raise ResultFormatError(f"{path}: no {what} here", hint=_HINT) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ResultFormatError(f"{path}: not a regular file", hint=_HINT)
-    if info.st_size > MAX_RESULT_BYTES:
-        raise ResultFormatError(f"{path}: {info.st_size:,} bytes is far too large for a {what}", hint=_HINT)
-    try:
-        with open(path, "rb") as f:
-            return json.loads(f.read())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ResultFormatError(f"{path}: not valid JSON ({what}): {exc}") from None

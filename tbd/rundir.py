@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -135,6 +137,50 @@ def read_json(path: str | os.PathLike, what: str) -> Any:
         raise ResultFormatError(f"{path}: not found ({what})") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ResultFormatError(f"{path}: not valid JSON ({what}): {exc}") from None
+
+
+#: The first bytes of a result file as tbd writes it (`atomic_write_json`, its schema key first).
+_SCHEMA_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"(tbd\.[a-z_]+)/')
+
+
+def result_kind(path: str | os.PathLike) -> str | None:
+    """"tbd.profile", "tbd.sweep", "tbd.compare": the schema a regular file starts with, else None."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as f:
+            match = _SCHEMA_HEAD.match(f.read(64))
+    except OSError:
+        return None
+    return match.group(1).decode() if match else None
+
+
+def read_result_json(path: Path, what: str, max_bytes: int, hint: str) -> Any:
+    """A result file's JSON (profile.json, sweep.json, a comparison), guarded; ResultFormatError in one
+    line starting with the path when it is missing, not a regular file (a FIFO, a folder), larger than
+    `max_bytes`, not JSON, nested too deeply, or holding a lone UTF-16 surrogate escape (which no
+    output could encode later)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        raise ResultFormatError(f"{path}: no {what} here", hint=hint) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ResultFormatError(f"{path}: not a regular file", hint=hint)
+    if info.st_size > max_bytes:
+        raise ResultFormatError(f"{path}: {info.st_size:,} bytes is far too large for a {what}", hint=hint)
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(max_bytes + 1))
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return data
+    except UnicodeEncodeError:
+        raise ResultFormatError(f"{path}: not valid JSON text (a lone UTF-16 surrogate escape)") from None
+    except OSError as exc:
+        raise ResultFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except RecursionError:
+        raise ResultFormatError(f"{path}: not a {what} (JSON nested too deeply)") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ResultFormatError(f"{path}: not valid JSON ({what}): {str(exc)[:200]}") from None
 
 
 def read_optional(run_dir: Path, name: str, what: str) -> Any | None:

@@ -18,7 +18,6 @@ import datetime as _dt
 import os
 import shutil
 import signal
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -115,21 +114,12 @@ def load_sweep(path: str | os.PathLike) -> Sweep:
     if path.is_dir():
         path = path / SWEEP_JSON
     hint = "give a sweep directory written by `tbd sweep` or its sweep.json"
+    data = rundir.read_result_json(path, SWEEP_JSON, MAX_SWEEP_BYTES, hint)
     try:
-        info = os.stat(path)
-    except OSError:
-        raise ResultFormatError(f"{path}: no {SWEEP_JSON} here", hint=hint) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ResultFormatError(f"{path}: not a regular file", hint=hint)
-    if info.st_size > MAX_SWEEP_BYTES:
-        raise ResultFormatError(f"{path}: {info.st_size:,} bytes is far too large for a {SWEEP_JSON}", hint=hint)
-    try:
-        return Sweep.from_dict(rundir.read_json(path, "sweep"))
+        return Sweep.from_dict(data)
     except ResultFormatError as exc:
         text = str(exc)
         raise ResultFormatError(text if text.startswith(str(path)) else f"{path}: {text}", hint=hint) from None
-    except RecursionError:  # JSON nested thousands deep
-        raise ResultFormatError(f"{path}: nested too deeply to be a sweep", hint=hint) from None
 
 
 class _StopRequests:
