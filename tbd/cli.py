@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import sys
 import traceback
 
@@ -73,6 +74,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def console_main() -> None:
+    """The `tbd` command (console script and `python -m tbd.cli`): main(), then exit with its code.
+
+    Once the command has returned, its results are written: a Ctrl-C that arrives while the
+    interpreter shuts down (a second one, pressed just as the partial profile was saved) is
+    ignored, or Python would end the process by SIGINT and a 130 would become a signal death.
+    """
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
 def _os_error(exc: OSError) -> str:
     where = f"{exc.filename}: " if exc.filename else ""
     if exc.errno == errno.ENOSPC:
@@ -81,4 +94,4 @@ def _os_error(exc: OSError) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

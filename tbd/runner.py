@@ -107,7 +107,7 @@ def run(run_dir: Path) -> int:
         _save_partial(run_dir, state, "interrupted", f"the tbd parent process exited during {state.stage}")
         return EXIT_INTERRUPTED
     except OSError as exc:
-        if exc.errno == errno.ENOMEM:  # e.g. a lazy import under the address-space cap: out of memory
+        if exc.errno == errno.ENOMEM or _thread_refused_under_cap(exc, spec):  # e.g. a lazy import under the cap
             _save_partial(run_dir, state, "oom", f"out of memory during {state.stage}: {exc}")
             return EXIT_OOM
         if exc.errno != errno.ENOSPC:
@@ -119,12 +119,22 @@ def run(run_dir: Path) -> int:
         _save_partial(run_dir, state, "usage", exc.one_line())
         return EXIT_USAGE
     except BaseException as exc:  # noqa: BLE001 - the parent reports every failure; keep what ran
-        if hook is not None and hook.is_out_of_memory(exc):
+        if hook is not None and (hook.is_out_of_memory(exc) or _thread_refused_under_cap(exc, spec)):
             _save_partial(run_dir, state, "oom", f"out of memory during {state.stage}: {str(exc).splitlines()[0]}")
             return EXIT_OOM
         return _crash(run_dir, state, exc)
     _status(run_dir, "complete", state.stage)
     return EXIT_OK
+
+
+def _thread_refused_under_cap(exc: BaseException, spec: RunSpec) -> bool:
+    """Under --memory-limit-gib, a thread that cannot start is memory running out: its stack (8 MiB of
+    address space) no longer fits under the cap, and the framework says "Resource temporarily
+    unavailable" (EAGAIN from pthread_create) instead of an allocation error (seen near a sweep's
+    largest batch)."""
+    if not spec.memory_limit_bytes:
+        return False
+    return getattr(exc, "errno", None) == errno.EAGAIN or "Resource temporarily unavailable" in str(exc)
 
 
 def _crash(run_dir: Path, state: LoopState, exc: BaseException) -> int:

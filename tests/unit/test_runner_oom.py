@@ -1,0 +1,17 @@
+"""The runner child's verdict on a thread that cannot start: out of memory under --memory-limit-gib only."""
+
+import errno
+
+from tbd.records import RunSpec
+from tbd.runner import _thread_refused_under_cap
+
+
+def test_a_thread_refused_under_the_cap_is_out_of_memory():
+    capped = RunSpec(model="resnet50", memory_limit_bytes=870 << 20)
+    assert _thread_refused_under_cap(RuntimeError("Resource temporarily unavailable"), capped)
+    assert _thread_refused_under_cap(OSError(errno.EAGAIN, "can't start new thread"), capped)
+    assert not _thread_refused_under_cap(RuntimeError("shape mismatch"), capped)
+
+
+def test_without_a_cap_it_stays_a_crash():
+    assert not _thread_refused_under_cap(RuntimeError("Resource temporarily unavailable"), RunSpec(model="resnet50"))
