@@ -150,17 +150,23 @@ def prepare_run_dir(run_dir: Path, force: bool) -> None:
             with `force`) a folder that is not a tbd run directory: tbd never empties a folder
             it did not write.
     """
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UsageError(f"--out {run_dir} is a file, not a folder", hint="give a folder path for the run directory")
-    if run_dir.is_dir() and any(run_dir.iterdir()):
+    prepare_out_dir(run_dir, force, rundir.SPEC, "run")
+
+
+def prepare_out_dir(out: Path, force: bool, marker: str, kind: str) -> None:
+    """Create `out` for a new `kind` ("run", "sweep"); a non-empty folder is emptied only with `force`
+    and only when it holds `marker` (the file every tbd `kind` directory has), else UsageError."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a folder", hint=f"give a folder path for the {kind} directory")
+    if out.is_dir() and any(out.iterdir()):
         if not force:
-            raise UsageError(f"output directory {run_dir} is not empty",
-                             hint="choose another --out, or --force to replace a previous run there")
-        if not (run_dir / rundir.SPEC).is_file():
-            raise UsageError(f"output directory {run_dir} is not empty and holds no tbd run (no spec.json)",
-                             hint="choose another --out; --force only replaces a previous tbd run")
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+            raise UsageError(f"output directory {out} is not empty",
+                             hint=f"choose another --out, or --force to replace a previous {kind} there")
+        if not (out / marker).is_file():
+            raise UsageError(f"output directory {out} is not empty and holds no tbd {kind} (no {marker})",
+                             hint=f"choose another --out; --force only replaces a previous tbd {kind}")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
 
 
 def profile_run(spec: RunSpec, run_dir: Path, progress: ProgressSink, probe_oom: bool = True,

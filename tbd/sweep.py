@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
-import shutil
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -26,16 +25,8 @@ from typing import ContextManager
 from tbd import rundir
 from tbd.analysis.sweep import FAILED, LIST, MAX, OOM, failed_point, fits, make_sweep, next_batch, profile_device
 from tbd.analysis.sweep import sweep_point as point_from_profile
-from tbd.errors import (
-    DiskFullError,
-    InterruptedRun,
-    OutOfMemoryError,
-    ResultFormatError,
-    TbdError,
-    UsageError,
-    WorkloadError,
-)
-from tbd.orchestrate import ProgressSink, profile_run
+from tbd.errors import DiskFullError, InterruptedRun, OutOfMemoryError, ResultFormatError, TbdError, WorkloadError
+from tbd.orchestrate import ProgressSink, prepare_out_dir, profile_run
 from tbd.records import RunSpec
 from tbd.reports import figures as _figures
 from tbd.reports.sweep_table import point_line, render_csv
@@ -90,17 +81,7 @@ def prepare_sweep_dir(out: Path, force: bool) -> None:
         UsageError: `out` is a file, or a non-empty folder not asked to be replaced, or (even with
             `force`) a folder without sweep.json: tbd never empties a folder it did not write.
     """
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a folder", hint="give a folder path for the sweep directory")
-    if out.is_dir() and any(out.iterdir()):
-        if not force:
-            raise UsageError(f"output directory {out} is not empty",
-                             hint="choose another --out, or --force to replace a previous sweep there")
-        if not (out / SWEEP_JSON).is_file():
-            raise UsageError(f"output directory {out} is not empty and holds no tbd sweep (no {SWEEP_JSON})",
-                             hint="choose another --out; --force only replaces a previous tbd sweep")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out_dir(out, force, SWEEP_JSON, "sweep")
 
 
 def load_sweep(path: str | os.PathLike) -> Sweep:
