@@ -122,8 +122,17 @@ def test_kernel_tables(profile):
     assert rows and rows == sorted(rows, key=lambda r: -r["time_s"])
     conv = [r for r in rows if "convolution" in r["name"]]
     assert conv and all(r["util_pct"] is None or r["util_pct"] >= 0 for r in rows)
+    # Table V is a filter of the kernel table: compute-bound groups with FLOPs whose utilization is
+    # known, not above the peak, and below the busy-weighted average. Which groups pass depends on
+    # the GEMM ceiling measured in this run (a loaded machine measures a lower one and more ops go
+    # above it), so the test recomputes the filter from the rows instead of expecting a given size.
+    average = profile["metrics"]["flop_util_pct"]["kernel_average_pct"]
+    assert average is not None and any(r["util_pct"] is not None and r["util_pct"] < average for r in rows)
+    expected = [r["name"] for r in rows
+                if r["util_pct"] is not None and r["util_pct"] < average and r["flops"]
+                and r["bound"] != "memory" and not (r["util_note"] or "").startswith("above peak")]
     low = profile["low_util_kernels"]
-    assert low and all(r["util_pct"] is not None for r in low)
+    assert [r["name"] for r in low] == expected
     shares = [r["time_share_pct"] for r in low]
     assert shares == sorted(shares, reverse=True)
 
