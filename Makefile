@@ -52,7 +52,7 @@ profile: setup
 # marks tests by folder: `make test PYTEST_ARGS='-m "not e2e"'` runs the fast part.
 PYTEST_ARGS ?=
 MXNET_TESTS := tests/models/mxnet tests/readers/test_mxnet_trace.py tests/unit/test_memory_mxnet.py
-TENSORFLOW_TESTS := tests/models/tensorflow tests/readers/test_tensorflow_trace.py
+TENSORFLOW_TESTS := tests/models/tensorflow tests/readers/test_tensorflow_trace.py tests/unit/test_memory_tensorflow.py
 
 # tests/browser opens the HTML reports in Debian's chromium, driven by Playwright (installed into .venv by
 # setup.cfg's `test` extra; it never downloads a browser of its own: no `playwright install`). The

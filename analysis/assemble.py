@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from tbd.analysis import flop_gaps, kernel_rows, op_groups, ranking, stability, utilization
+from tbd.analysis import flop_gaps, kernel_rows, op_groups, quality, ranking, stability, utilization
 from tbd.analysis.peaks import PeakModel
-from tbd.profile import COMPLETE, Bandwidth, FlopUtil, Iterations, Memory, Metrics, Profile, Throughput, Value
+from tbd.profile import COMPLETE, Bandwidth, FlopUtil, Iterations, Memory, Metrics, Profile, Quality, Throughput, Value
 from tbd.records import (
     NO_FORMULA,
     NO_LAUNCH_OP,
@@ -53,6 +53,28 @@ def throughput(log: IterationLog | None, workload: WorkloadInfo | None,
     return Throughput(value, unit, also)
 
 
+def threads_of(spec: dict[str, Any], environment: dict[str, Any]) -> int | None:
+    """The workload's CPU threads: --threads, else the count its framework reported, else None."""
+    for value in (spec.get("threads"), (environment.get("versions") or {}).get("threads")):
+        try:
+            if value is not None and int(value) > 0:
+                return int(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def with_repeats(value: Throughput, record: Quality | None) -> Throughput:
+    """The throughput as the median of the timing windows when there were several (--repeat), with
+    each window's figure and their spread; the other units scale with it. One window: as it was."""
+    if record is None or value.value is None or record.throughput_median is None or len(record.repeats) < 2:
+        return value
+    scale = record.throughput_median / value.value
+    return replace(value, value=record.throughput_median, also={u: v * scale for u, v in value.also.items()},
+                   repeats=[r["throughput"] for r in record.repeats if r["throughput"] is not None],
+                   spread_pct=record.throughput_spread_pct)
+
+
 def iterations_block(log: IterationLog | None) -> Iterations | None:
     if log is None:
         return None
@@ -63,7 +85,8 @@ def iterations_block(log: IterationLog | None) -> Iterations | None:
         trace_window=list(log.trace_window) if log.trace_window else None,
         times_s=[float(t) / 1e9 for t in log.times_ns],
         source="trace" if log.from_trace else "run",
-        step_numbers=list(log.step_numbers) if log.from_trace else None)
+        step_numbers=list(log.step_numbers) if log.from_trace else None,
+        warmup_run=None if log.from_trace else log.warmup_run)
 
 
 def iteration_log_from_steps(steps: tuple[StepSpan, ...]) -> IterationLog | None:
@@ -206,7 +229,7 @@ def kernel_tables(trace: TraceRecords | None, util_rows: np.ndarray | None, peak
 def ncu_target(spec: dict[str, Any], log: IterationLog | None) -> list[str] | None:
     """The `tbd profile` command that repeats a run's windows under ncu, or None (a trace tbd did not run).
 
-    The warm-up is pinned to the one this run had, so the trace window covers the same iterations;
+    The warm-up is pinned to the iterations this run warmed up for, so the trace window covers the same ones;
     TBD_NO_TRACER=1 keeps the framework's tracer off, since ncu and the tracer cannot both hold CUPTI.
     """
     if log is None or log.from_trace or not spec.get("model") or spec.get("trace"):
@@ -214,12 +237,13 @@ def ncu_target(spec: dict[str, Any], log: IterationLog | None) -> list[str] | No
     timing = log.timing_window
     trace = log.trace_window
     argv = ["env", "TBD_NO_TRACER=1", "tbd", "profile", str(spec["model"]), "--framework", str(spec.get("framework")),
-            "--device", str(spec.get("device")), "--warmup", str(log.warmup)]
+            "--device", str(spec.get("device")), "--warmup", str(log.warmup_run if log.warmup_run is not None
+                                                                  else log.warmup)]
     for flag, key in (("--batch", "batch"), ("--size", "size"), ("--precision", "precision"), ("--threads", "threads")):
         if spec.get(key) is not None:
             argv += [flag, str(spec[key])]
-    if timing:
-        argv += ["--iterations", str(timing[1] - timing[0] + 1)]
+    if timing:  # the timing windows back to back, as one: the same iterations, no cut by time
+        argv += ["--iterations", str(timing[1] - timing[0] + 1), "--repeat", "1", "--window-seconds", "0"]
     if trace:
         argv += ["--trace-iterations", str(trace[1] - trace[0] + 1)]
     return argv + ["--quiet", "--out", "RUN_DIR-ncu"]
@@ -231,11 +255,13 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
                      status: str = COMPLETE, notes: list[str] | None = None,
                      reasons: dict[str, str] | None = None, provenance: dict[str, Any] | None = None,
                      kernel_rows_shown: int | None = 200,
-                     bandwidth: tuple[float | None, str, str] | None = None) -> Profile:
+                     bandwidth: tuple[float | None, str, str] | None = None,
+                     quality_records: dict[str, Any] | None = None, gemm: dict[str, Any] | None = None) -> Profile:
     """Every metric of the contract from the records given; what they cannot tell is null + reason.
 
     `reasons` overrides the default null reasons: keys "gpu", "nvml", "cpu", "throughput".
     `bandwidth`: the device's memory bandwidth as analysis.peaks.device_bandwidth gives it.
+    `quality_records`, `gemm`: raw/quality.json and raw/gemm.json of a run tbd ran (analysis/quality.py).
     """
     reasons = reasons or {}
     notes = list(notes or [])
@@ -244,7 +270,7 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
     bw_value, bw_source, bw_how = bandwidth or (None, "none", "memory bandwidth not known")
     tables = kernel_tables(trace, util_rows, peaks, bw_value, kernel_rows_shown, ncu_target(spec, log))
     fu = replace(fu, kernel_average_pct=kernel_rows.finite_or_none(tables.flop_threshold_pct))
-    if log is not None and not log.stable and not log.from_trace:
+    if log is not None and log.stable is False and not log.from_trace:  # None: --warmup, not checked
         notes.append("NOT STABLE: the stable phase was never reached; figures cover an unsteady run")
     if log is not None and log.from_trace:
         notes.append(f"iterations: the trace's {len(log.times_ns)} ProfilerStep spans; warm-up and stability "
@@ -256,8 +282,14 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
     notes.extend(one_core_note(cpu_pct, cpu, spec))
     if trace is not None:
         notes.extend(trace.notes)
+    cores = cpu.cores if cpu is not None else None
+    record = quality.measurement_quality(quality_records, gemm, workload.samples_per_step if workload else None, cores,
+                                         threads_of(spec, environment))
+    if record is not None:
+        notes.extend(f"measurement: {w}" for w in record.warnings)
     metrics = Metrics(
-        throughput=throughput(log, workload, *([reasons["throughput"]] if "throughput" in reasons else [])),
+        throughput=with_repeats(throughput(log, workload, *([reasons["throughput"]] if "throughput" in reasons else [])),
+                                record),
         gpu_busy_pct=gpu_busy(trace, no_gpu),
         gpu_busy_nvml_pct=nvml_busy(nvml, reasons.get("nvml", no_gpu)),
         flop_util_pct=fu,
@@ -270,4 +302,4 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
                    metrics=metrics, kernels=tables.rows, low_util_kernels=tables.low_compute, notes=notes,
                    provenance=provenance or {}, low_bandwidth_kernels=tables.low_memory,
                    op_groups=op_groups.op_groups(trace.kernels, util_rows) if trace is not None and util_rows is not None
-                   else [])
+                   else [], quality=record)

@@ -52,6 +52,7 @@ iteration would still be confused. CUDA block rounding of pre-window storages st
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -93,7 +94,7 @@ def memory_breakdown(records: dict | None, trace: TraceRecords | None, cross_che
         reasons["workspace"] = reasons["at_peak"] = why
         reasons["dynamic"] = why + ("" if records is None else _known_dynamic_note(records["iterations"]))
         at_peak = {c: None for c in (*MEMORY_CATEGORIES, "unattributed")}
-        return Memory(*cats, None, None, cuda_max, at_peak, reasons, cross_check)
+        return _labelled(Memory(*cats, None, None, cuda_max, at_peak, reasons, cross_check))
     free_idx, orphan = pair_frees(events)
     transient = transient_mask(events, free_idx, trace.ops)
     labels = allocation_labels(events, free_idx, transient, records, trace.steps)
@@ -110,7 +111,7 @@ def memory_breakdown(records: dict | None, trace: TraceRecords | None, cross_che
     # A constant baseline does not move the peak's instant, only its height.
     allocator_peak += sum(held.values())
     at_peak = _at_peak(events, orphan, live, peak_i, allocator_peak, records, reasons, held)
-    return Memory(*cats, workspace, dynamic, allocator_peak, at_peak, reasons, cross_check)
+    return _labelled(Memory(*cats, workspace, dynamic, allocator_peak, at_peak, reasons, cross_check))
 
 
 def allocator_totals_problem(events: MemoryEvents) -> str | None:
@@ -388,3 +389,10 @@ def _pre_window_known(records: dict, freed: set[int]) -> dict[str, int]:
                 seen.add(addr)
                 out[cat] += int(nbytes)
     return out
+
+
+def _labelled(memory: Memory) -> Memory:
+    """Every figure PyTorch gives is measured: the tracker's exact storages and the allocator's events."""
+    known = [c for c in (*MEMORY_CATEGORIES, "allocator_peak") if getattr(memory, c) is not None]
+    return replace(memory, sources={c: "measured" for c in known})
+

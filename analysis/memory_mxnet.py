@@ -9,10 +9,18 @@ Categories, as the paper's memory profiler summed them (each the max over traced
 - weights: Σ bytes of every parameter's data arrays (block.collect_params()).
 - gradients: Σ bytes of the gradient arrays of parameters with grad_req != 'null'.
 - dynamic: optimizer state (Σ bytes of the trainer's updater states) + the input pool.
-- feature_maps, workspace: null. MXNet 1.9's dump gives only per-device storage totals, so
-  tensors kept for backward, operators' transient buffers and other temporaries (activation
-  gradients, the loss) cannot be told apart; their sum is measured (the counter's rise) and
-  shown as at_peak["unattributed"].
+- feature_maps: analytic, not measured: Σ bytes of the forward outputs MXNet's gradient graph
+  reads, from the hybridized blocks' graphs and their shape inference (the hook's
+  feature_maps_bytes; profilers/mxnet_memory.py gives the rule). The hook's
+  records["reasons"]["feature_maps"] says what it covers or why it is null; records written
+  before it have no feature_maps_bytes: null with that reason.
+- workspace: null. MXNet 1.9's dump gives only per-device storage totals, so operators'
+  transient buffers cannot be told apart from the other allocations.
+The storage counter's rise (feature maps as allocated, workspace, activation gradients, the
+loss) is measured and shown as at_peak["unattributed"]; the analytic feature-map figure is not
+split out of it (at_peak holds only what was measured, so its parts still add up to
+allocator_peak). `sources` labels each figure "measured" (live arrays, the storage counter) or
+"analytic".
 
 Allocator peak: the arrays above exist before tracing starts, so MXNet's counter never sees them;
 they are a constant baseline (exact bytes). allocator_peak = baseline + the counter's highest
@@ -36,9 +44,16 @@ from tbd.records import MemoryEvents, TraceRecords
 RECORDS_SCHEMA = rundir.MXNET_MEMORY_SCHEMA  # written by profilers.mxnet
 _FIELDS = (("weights", "weights_bytes"), ("gradients", "gradients_bytes"),
            ("optimizer_state", "optimizer_state_bytes"), ("inputs", "input_bytes"))
+_FEATURE_MAPS = (("feature_maps", "feature_maps_bytes"),)  # optional: absent in records before 2026-11
 _UNSPLIT = ("MXNet 1.9's profiler records per-device storage totals without addresses or operator tags, "
             "so tensors kept for backward, operators' transient buffers and other temporaries cannot be "
             "told apart; their sum is in at_peak['unattributed']")
+_WORKSPACE = ("MXNet 1.9's profiler records per-device storage totals without addresses or operator tags, so "
+              "operators' transient buffers (workspace) cannot be told apart from other allocations; what the "
+              "counter sees of them is in at_peak['unattributed']")
+_NOT_AT_PEAK = ("feature_maps is analytic (graph shapes), not an allocation seen at the peak, so it is not split "
+                "out of at_peak (what the counter saw of it is inside unattributed) and the parts still add up "
+                "to allocator_peak")
 
 
 def memory_breakdown(records: dict | None, trace: TraceRecords | None) -> Memory:
@@ -47,16 +62,21 @@ def memory_breakdown(records: dict | None, trace: TraceRecords | None) -> Memory
     records: the hook's raw/memory.json dict, or None (a dump analysed on its own).
     trace: the trace window's records (for the storage counters), or None.
     """
-    reasons: dict[str, str] = {"feature_maps": _UNSPLIT, "workspace": _UNSPLIT}
+    reasons: dict[str, str] = {"feature_maps": _UNSPLIT, "workspace": _WORKSPACE}
     parts = _exact_parts(records, reasons)
     weights, gradients = parts["weights"], parts["gradients"]
+    feature_maps = _feature_maps(records, reasons)
     dynamic = dynamic_bytes(parts, reasons, "optimizer state + inputs only: other in-iteration allocations are in "
                                             "at_peak['unattributed']", "no memory records")
+    sources = {k: "measured" for k, v in (("weights", weights), ("gradients", gradients), ("dynamic", dynamic))
+               if v is not None}
+    if feature_maps is not None:
+        sources["feature_maps"] = "analytic"
     at_peak: dict[str, int | None] = {c: None for c in (*MEMORY_CATEGORIES, "unattributed")}
     rise, before, why = _counter_rise(records, trace)
     if rise is None or records is None:
         reasons["allocator_peak"] = reasons["at_peak"] = why if rise is None else "no memory records: no baseline"
-        return Memory(weights, gradients, None, None, dynamic, None, at_peak, reasons)
+        return Memory(weights, gradients, feature_maps, None, dynamic, None, at_peak, reasons, sources=sources)
     at_peak.update(weights=weights, gradients=gradients, dynamic=dynamic)
     baseline = sum(v for v in (weights, gradients, dynamic) if v is not None)
     allocator_peak = baseline + rise
@@ -70,7 +90,10 @@ def memory_breakdown(records: dict | None, trace: TraceRecords | None) -> Memory
         # The hook's own caveat (static_alloc buffers made before tracing) applies to the peak too.
         reasons["at_peak"] += "; " + records["reasons"]["at_peak"]
         reasons["allocator_peak"] = records["reasons"]["at_peak"]
-    return Memory(weights, gradients, None, None, dynamic, allocator_peak, at_peak, reasons)
+    if feature_maps is not None:
+        reasons["at_peak"] += "; " + _NOT_AT_PEAK
+    sources.update(allocator_peak="measured", at_peak="measured")
+    return Memory(weights, gradients, feature_maps, None, dynamic, allocator_peak, at_peak, reasons, sources=sources)
 
 
 def _exact_parts(records: dict | None, reasons: dict) -> dict[str, int | None]:
@@ -79,12 +102,26 @@ def _exact_parts(records: dict | None, reasons: dict) -> dict[str, int | None]:
         for cat, _ in _FIELDS:
             reasons[cat] = "no memory records: the dump alone does not say which arrays are which"
         return {cat: None for cat, _ in _FIELDS}
-    check_snapshot_records(records, RECORDS_SCHEMA, "MXNet", _FIELDS)
+    check_snapshot_records(records, RECORDS_SCHEMA, "MXNet", _FIELDS + _FEATURE_MAPS)
     out = max_over_steps(records, _FIELDS, reasons)
     for cat in ("weights", "gradients"):
         if out[cat] is not None:
             reasons.pop(cat, None)
     return out
+
+
+def _feature_maps(records: dict | None, reasons: dict) -> int | None:
+    """The analytic feature maps (max over steps), the hook's note on them in reasons["feature_maps"]."""
+    if records is None:
+        reasons["feature_maps"] = "no memory records: " + _UNSPLIT
+        return None
+    if not any("feature_maps_bytes" in it for it in records["iterations"]):
+        reasons["feature_maps"] = "the memory records predate feature-map records: " + _UNSPLIT
+        return None
+    figure = max_over_steps(records, _FEATURE_MAPS, reasons)["feature_maps"]
+    if records["reasons"].get("feature_maps"):
+        reasons["feature_maps"] = records["reasons"]["feature_maps"]
+    return figure
 
 
 def _counter_rise(records: dict | None, trace: TraceRecords | None) -> tuple[int | None, int, str]:

@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator
 
@@ -167,6 +167,12 @@ class FrameworkHook(ABC):
     def environment(self, spec: RunSpec, device: Device) -> dict:
         """The run's environment record (profilers/host.py's keys)."""
 
+    #: The framework's engine queues a whole iteration and returns before running it (MXNet): the
+    #: timing window then synchronises each iteration, so progress shows iterations done. A CUDA
+    #: launch queue holds at most about an iteration, so PyTorch and TensorFlow keep the window's
+    #: iterations unsynchronised (the device overlaps one iteration's tail with the next's launches).
+    queues_work: bool = False
+
     @abstractmethod
     def synchronizer(self, device: Device) -> Callable[[], None]:
         """A call that returns once the device has finished the work queued so far."""
@@ -227,12 +233,12 @@ class FrameworkHook(ABC):
         try:
             with self.device_scope(device):
                 hooks = LoopHooks(step=workload.step, synchronize=self.synchronizer(device), mark=self.marker(),
-                                  samples_counter=workload.samples_counter)
+                                  samples_counter=workload.samples_counter, sync_each_iteration=self.queues_work)
                 params = None if workload.model is None else self.parameter_count(workload.model)
                 run_stages(hooks, workload, spec, state, run_dir, progress, parameters=params,
                            nvml=self.nvml_sampler(device) if device.is_gpu else None,
-                           trace_window=lambda: self._trace_window(workload, spec, run_dir, device, hooks, state,
-                                                                   progress),
+                           trace_window=lambda n: self._trace_window(workload, replace(spec, trace_iterations=n),
+                                                                     run_dir, device, hooks, state, progress),
                            gemm_ceiling=lambda: self.gemm_ceiling(device),
                            memory_bandwidth=lambda: self.memory_bandwidth(device), out_of_memory=self.out_of_memory)
         finally:

@@ -17,10 +17,16 @@ from typing import Any, Callable, ContextManager
 
 import numpy as np
 
-from tbd.analysis.stability import StabilityRule, warmup_end
+from tbd.analysis.stability import StabilityRule, detect_timed
 from tbd.records import IterationLog, RunSpec
 
 ProgressFn = Callable[[dict], None]
+
+#: Above this noise (sigma of log time: ~ the relative spread of one iteration) where the stable
+#: phase was found, the run says the machine is noisy. In the warm-up corpus (docs/warmup.md) it
+#: measured 0.003-0.20 for every MXNet and TensorFlow run, loaded or not, and for quiet PyTorch
+#: runs (A3C's worker processes the highest), 0.60-1.14 for PyTorch beside a spin loop.
+NOISY_SIGMA = 0.25
 
 
 def _no_progress(event: dict) -> None:
@@ -36,6 +42,9 @@ class LoopHooks:
     mark: Callable[[str], ContextManager] = lambda name: contextlib.nullcontext()
     clock: Callable[[], int] = time.perf_counter_ns
     samples_counter: Callable[[], float] | None = None  # cumulative samples of all workers
+    # An engine that queues work and returns at once (MXNet's): the timing window synchronises after
+    # every iteration too, so its progress and per-iteration times count iterations done, not queued.
+    sync_each_iteration: bool = False
 
 
 @dataclass
@@ -45,8 +54,9 @@ class LoopState:
     times_ns: list[int] = field(default_factory=list)
     stage: str = "warmup"
     warmup: int | None = None
+    warmup_run: int | None = None  # warm-up iterations run (the detector decides after `warmup`)
     warmup_detected: bool = True
-    stable: bool = False
+    stable: bool | None = False  # None: a given warm-up, not checked
     timing_window: tuple[int, int] | None = None
     timing_window_ns: int | None = None
     timing_window_samples: float | None = None
@@ -61,6 +71,7 @@ class LoopState:
             warmup=warmup,
             warmup_detected=self.warmup_detected,
             stable=self.stable,
+            warmup_run=self.warmup_run if self.warmup is not None else len(self.times_ns),
             timing_window=self.timing_window,
             trace_window=self.trace_window,
             timing_window_ns=self.timing_window_ns,
@@ -82,7 +93,10 @@ def run_warmup(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns: i
     """Run iterations until the stable phase starts (or `spec.warmup` iterations when given).
 
     Each warm-up iteration synchronises the device so its time is the device's, not the launch
-    queue's. Stops at the budget (`max_warmup_iterations`, the deadline) with `stable=False`.
+    queue's. Stops at the budget (`max_warmup_iterations`, the deadline) with `stable=False`. A
+    given warm-up is not checked: `stable` stays None ("not checked") rather than claiming it.
+    `warmup` is the first stable iteration, `warmup_run` the iterations run (the detector decides
+    after two windows beyond the start it finds, so the progress bar counts more than `warmup`).
     """
     state.stage = "warmup"
     if spec.warmup is not None:
@@ -91,25 +105,31 @@ def run_warmup(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns: i
             for i in range(spec.warmup):
                 state.times_ns.append(_timed_step(hooks, len(state.times_ns), sync=True))
                 progress({"stage": "warmup", "done": i + 1, "total": spec.warmup})
-        state.warmup, state.stable = spec.warmup, True
+        state.warmup, state.warmup_run, state.stable = spec.warmup, spec.warmup, None
         return
     with hooks.mark("tbd.warmup"):
         while True:
             state.times_ns.append(_timed_step(hooks, len(state.times_ns), sync=True))
-            found = warmup_end(state.times_ns, rule)
+            found = detect_timed(state.times_ns, 1e-9, rule)
             progress({"stage": "warmup", "done": len(state.times_ns), "total": None,
                       "last_s": state.times_ns[-1] / 1e9})
             if found is not None:
-                # Iterations after `found` are already stable; they count as warm-up runs all the
-                # same, since the windows below start fresh after a device synchronisation.
-                state.warmup, state.stable = found, True
+                # Iterations after `found.start` are already stable; they count as warm-up runs all
+                # the same, since the windows below start fresh after a device synchronisation.
+                state.warmup, state.warmup_run, state.stable = found.start, len(state.times_ns), True
+                if found.noise > NOISY_SIGMA:
+                    state.notes.append(
+                        f"iteration times vary by a factor ~{np.exp(found.noise):.1f} from one iteration to the "
+                        "next where the stable phase was found (robust spread): another load on the machine? "
+                        "The stable phase is stable only around that noise, and where it starts is that uncertain")
                 return
             if len(state.times_ns) >= spec.max_warmup_iterations or hooks.clock() >= deadline_ns:
-                state.warmup, state.stable = len(state.times_ns), False
+                state.warmup = state.warmup_run = len(state.times_ns)
+                state.stable, state.warmup_detected = False, False  # ran out: no end was detected
                 state.notes.append(
-                    f"stable phase not reached within {len(state.times_ns)} warm-up iterations "
-                    f"(coefficient of variation over {rule.window} iterations never fell below "
-                    f"{rule.cv_max:.0%}); results are flagged as not stable")
+                    f"stable phase not reached within {len(state.times_ns)} warm-up iterations (no two "
+                    "consecutive windows agreed within their own noise: still "
+                    "drifting or changing level); results are flagged as not stable")
                 return
 
 
@@ -131,6 +151,8 @@ def run_timing_window(hooks: LoopHooks, iterations: int, state: LoopState, deadl
             while done < iterations:
                 with hooks.mark(f"tbd.iteration {first + done}"):
                     hooks.step()
+                    if hooks.sync_each_iteration:
+                        hooks.synchronize()
                 now = hooks.clock()
                 state.times_ns.append(now - last)
                 last = now

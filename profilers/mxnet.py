@@ -10,7 +10,8 @@ gemm): RUN_DIR/trace.json.gz (rundir.CHROME_TRACE; the profiler's dump, each tra
 "ProfilerStep#N" Task in the "tbd" domain), raw/mxnet_shapes.json (operand shapes of every
 Convolution / FullyConnected call per traced iteration, logged by Gluon forward hooks, because
 the dump records none) and raw/memory.json (exact bytes of parameters, gradients, optimizer
-state and the input pool; schema `MEMORY_SCHEMA`, read by analysis/memory_mxnet.py).
+state and the input pool, and the feature maps derived from the hybridized graphs,
+profilers/mxnet_memory.py; schema `rundir.MXNET_MEMORY_SCHEMA`, read by analysis/memory_mxnet.py).
 
 Operator bulking is switched off (MXNET_EXEC_BULK_EXEC_TRAIN=0 and the cached graph's
 MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_FWD/BWD=0, for the whole run so timed and traced iterations
@@ -41,6 +42,7 @@ from tbd.profilers.hook import (
     missing_parts_reasons,
 )
 from tbd.profilers.loop import run_trace_window
+from tbd.profilers.mxnet_memory import GraphCalls
 from tbd.profilers.mxnet_shapes import ShapeLog, flat_arrays
 from tbd.records import RunSpec
 
@@ -83,6 +85,10 @@ class MXNetHook(FrameworkHook):
     def environment(self, spec: RunSpec, device: Device) -> dict:
         return environment_from_nvml(versions(), spec, device)
 
+    # Its engine takes a whole iteration's operators at once and returns (20 iterations "ran" in 0.4 s,
+    # then 243 s of waiting at the window's end): each timing iteration is waited for.
+    queues_work = True
+
     def synchronizer(self, device: Device) -> Callable[[], None]:
         # MXNet's engine is asynchronous on the CPU too: waitall() is the synchronisation.
         return self.mx.nd.waitall
@@ -101,6 +107,7 @@ class MXNetHook(FrameworkHook):
         dump = window.scratch / "mxnet_profile.json"
         domain = mx.profiler.Domain("tbd")
         shapes = ShapeLog([workload.model, *workload.aux_modules], workload.inputs, workload.optimizer)
+        calls = GraphCalls([workload.model, *workload.aux_modules], workload.inputs)  # for the feature maps
         snapshots: list[dict] = []
 
         @contextlib.contextmanager
@@ -108,7 +115,7 @@ class MXNetHook(FrameworkHook):
             number = lead_in + i  # numbered as torch.profiler numbers them: lead-in steps first
             task = mx.profiler.Task(domain, f"ProfilerStep#{number}")
             task.start()
-            with shapes.step(number):
+            with shapes.step(number), calls.step(number):
                 yield
             task.stop()
             snapshots.append({"step": number,
@@ -126,10 +133,14 @@ class MXNetHook(FrameworkHook):
             mx.nd.waitall()
             mx.profiler.set_state("stop")
             shapes.close()
+            calls.close()
         mx.profiler.dump()
+        # After profiling stops, so binding the graphs (no allocation, but engine work) is not in the dump.
+        feature_maps_reason = add_feature_maps(snapshots, calls, mx, window.device.handle)
         rundir.atomic_write_json(window.run_dir / rundir.MXNET_SHAPES,
                                  {"schema": rundir.MXNET_SHAPES_SCHEMA, "steps": shapes.steps})
-        rundir.atomic_write_json(window.run_dir / rundir.MEMORY, memory_records(window.device, snapshots, workload))
+        rundir.atomic_write_json(window.run_dir / rundir.MEMORY,
+                                 memory_records(window.device, snapshots, workload, feature_maps_reason))
         if dump.exists():
             window.write_trace(dump.read_bytes())
 
@@ -138,9 +149,24 @@ class MXNetHook(FrameworkHook):
 HOOK = MXNetHook()
 
 
-def memory_records(device: Device, snapshots: list[dict], workload: Any) -> dict:
-    """raw/memory.json: per traced step, the exact bytes memory_snapshot counts, and why a part is null."""
+def add_feature_maps(snapshots: list[dict], calls: GraphCalls, mx: Any, ctx: Any) -> str:
+    """Each snapshot's feature_maps_bytes (analytic: profilers/mxnet_memory.py); returns what the figure is
+    or why it is null, for records["reasons"]["feature_maps"]."""
+    try:
+        per_step, reason = calls.feature_maps(mx, ctx)
+    except Exception as exc:  # noqa: BLE001 - an analytic extra must not cost the run its measurements
+        per_step, reason = {}, f"deriving the feature maps from the graphs failed: {type(exc).__name__}: {exc}"
+    for snap in snapshots:
+        snap["feature_maps_bytes"] = per_step.get(snap["step"])
+    return reason
+
+
+def memory_records(device: Device, snapshots: list[dict], workload: Any, feature_maps_reason: str | None = None) -> dict:
+    """raw/memory.json: per traced step, the exact bytes memory_snapshot counts, the analytic feature maps
+    (feature_maps_bytes, with what they cover in reasons["feature_maps"]), and why a part is null."""
     reasons = missing_parts_reasons(workload, "Gluon Block", "gluon.Trainer")
+    if feature_maps_reason:
+        reasons["feature_maps"] = feature_maps_reason
     static = _static_alloc_blocks(workload.model)
     if static:
         reasons["at_peak"] = (f"{static} hybridized block(s) use static_alloc: their feature maps and workspace "

@@ -15,7 +15,8 @@ the step's graphs; TF's own .xplane.pb is kept in RUN_DIR/plugins/profile/<run>/
 
 raw/memory.json (schema `rundir.TENSORFLOW_MEMORY_SCHEMA`, read by analysis/memory_tensorflow.py):
 exact bytes of trainable variables, of their gradients (dense, same shapes), of the optimizer's
-variables and of the input pool.
+variables and of the input pool, and the feature maps derived from the step's traced graph
+(profilers/tensorflow_memory.py: the forward tensors its gradient ops read).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from tbd.profilers.hook import (
     missing_parts_reasons,
 )
 from tbd.profilers.loop import run_trace_window
+from tbd.profilers.tensorflow_memory import step_feature_maps
 from tbd.profilers.tensorflow_xspace import graph_shapes, xspace_to_chrome
 from tbd.records import RunSpec
 
@@ -114,7 +116,8 @@ class TensorFlowHook(FrameworkHook):
         shapes, shape_note = graph_shapes(workload.step)
         if shape_note:
             window.state.notes.append(shape_note)
-        rundir.atomic_write_json(window.run_dir / rundir.MEMORY, memory_records(window.device, snapshots, workload))
+        rundir.atomic_write_json(window.run_dir / rundir.MEMORY,
+                                 memory_records(window.device, snapshots, workload, feature_maps(workload.step)))
         if not found:
             window.state.notes.append("TF's profiler wrote no .xplane.pb: no trace")
             return
@@ -130,13 +133,36 @@ class TensorFlowHook(FrameworkHook):
 HOOK = TensorFlowHook()
 
 
-def memory_records(device: Device, snapshots: list[dict], workload: Any) -> dict:
-    """raw/memory.json: per traced step, the exact bytes memory_snapshot counts, and why a part is null."""
+def feature_maps(step: Any) -> dict:
+    """step_feature_maps(step), or null with the reason when reading the graph failed."""
+    try:
+        return step_feature_maps(step)
+    except Exception as exc:  # noqa: BLE001 - an analytic extra must not cost the run its measurements
+        return {"bytes": None, "by_op": {}, "tensors": 0, "graphs": 0, "second_order": False,
+                "reason": f"reading the kept tensors from the step's graph failed: {type(exc).__name__}: {exc}"}
+
+
+def memory_records(device: Device, snapshots: list[dict], workload: Any, maps: dict | None = None) -> dict:
+    """raw/memory.json: per traced step, the exact bytes memory_snapshot counts, the analytic feature maps
+    (`maps`: step_feature_maps' result, the same graph for every step; its breakdown under "feature_maps"),
+    and why a part is null."""
     reasons = {"gradients": ("counted as the trainable variables' shapes and dtypes (dense gradients): the "
                              "step's tape is inside the workload's tf.function, its tensors are not reachable")}
     reasons.update(missing_parts_reasons(workload, "keras.Model", "keras optimizer"))
-    return {"schema": rundir.TENSORFLOW_MEMORY_SCHEMA, "device_index": device.index, "iterations": snapshots,
-            "reasons": reasons}
+    out = {"schema": rundir.TENSORFLOW_MEMORY_SCHEMA, "device_index": device.index, "iterations": snapshots,
+           "reasons": reasons}
+    if maps is not None:
+        for snap in snapshots:
+            snap["feature_maps_bytes"] = maps["bytes"]
+        reasons["feature_maps"] = maps["reason"] or (
+            f"analytic: {maps['tensors']} forward tensors the step's gradient ops read in its traced graph "
+            f"(largest of {maps['graphs']} traced graph(s)), sized by their static shapes; views and shape-only "
+            "reads counted once or not at all; grappler's run-time fusions may keep less")
+        if maps["bytes"] is not None and maps.get("second_order"):
+            reasons["feature_maps"] += ("; the step differentiates a gradient (a tape inside a tape): the inner "
+                                        "gradient's own tensors the outer backward reads are not counted")
+        out["feature_maps"] = {k: maps[k] for k in ("by_op", "tensors", "graphs")}
+    return out
 
 
 def versions() -> dict:

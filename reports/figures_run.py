@@ -89,7 +89,7 @@ def iteration_time_figure(profile: Profile) -> Figure:
 
 def _shade_stages(ax: Axes, it: Iterations) -> list[str]:
     """Shade warm-up and the two windows (each index i covers i-0.5 .. i+0.5); returns caption lines."""
-    how = "detected" if it.warmup_detected else ("given" if it.stable else "not detected")
+    how = "detected" if it.warmup_detected else ("not detected" if it.stable is False else "given")  # None: given
     spans = []
     if it.warmup > 0:
         spans.append(("warm-up", [0, it.warmup - 1],

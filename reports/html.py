@@ -11,7 +11,7 @@ page's text; writing it (atomically) is the caller's job.
 
 from __future__ import annotations
 
-from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, KernelRow, Memory, Profile, Value
+from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, KernelRow, Memory, Profile, Throughput, Value
 from tbd.reports.figures import run_figures
 from tbd.reports.figures_run import run_title
 from tbd.reports.html_compare import comparison_html
@@ -98,11 +98,34 @@ def _iteration_facts(profile: Profile) -> list[tuple[str, str]]:
     if it.source == "trace":
         return [("Iterations", f"{len(it.times_s)} ProfilerSteps from the trace; warm-up and stability not checked")]
     # warmup_detected is False both for a given warm-up and for a detector that ran out of budget.
-    how = "detected" if it.warmup_detected else ("given" if it.stable else "not detected")
+    how = "detected" if it.warmup_detected else ("not detected" if it.stable is False else "given")  # None: given
     return [("Warm-up", f"{it.warmup} iterations in {fmt_duration(it.warmup_s)} ({how})"),
             ("Stable", "yes" if it.stable else "NO" if it.stable is False else "not checked"),
             ("Windows", f"timing iterations {fmt_window(it.timing_window)} · trace iterations "
-                        f"{fmt_window(it.trace_window)}")]
+                        f"{fmt_window(it.trace_window)}"), *_machine_facts(profile)]
+
+
+def _machine_facts(profile: Profile) -> list[tuple[str, str]]:
+    """The measurement-quality record in one line; its warnings are among the notes."""
+    q = profile.quality
+    if q is None:
+        return []
+    parts = []
+    if q.other_load_cores is not None:
+        parts.append(f"other processes took {q.other_load_cores:.2f}" + (f" of {q.cores} cores" if q.cores else " cores"))
+    before, after = q.gemm_ceiling_flops.get("before"), q.gemm_ceiling_flops.get("after")
+    if before and after:
+        parts.append(f"GEMM ceiling {fmt_rate(before)} before, {fmt_rate(after)} after the windows")
+    parts.append("figures reliable" if q.reliable else "UNRELIABLE: the notes say why")
+    return [("Machine", " · ".join(parts))]
+
+
+def _throughput_detail(tp: Throughput, also: str) -> str:
+    where = "timing window"
+    if len(tp.repeats) > 1:
+        spread = f", spread {fmt_pct(tp.spread_pct)}" if tp.spread_pct is not None else ""
+        where = f"median of {len(tp.repeats)} timing windows ({fmt_sig(min(tp.repeats))}–{fmt_sig(max(tp.repeats))}{spread})"
+    return f"{where}; also {also}" if also and len(tp.repeats) > 1 else (f"also {also}" if also else where)
 
 
 def _value_row(label: str, value: Value, detail: str) -> list:
@@ -115,7 +138,7 @@ def _metrics(profile: Profile) -> str:
     tp, flop = m.throughput, m.flop_util_pct
     also = ", ".join(f"{fmt_sig(v)} {printable(unit)}" for unit, v in tp.also.items())
     rows = [["Throughput", maybe(f"{fmt_sig(tp.value)} {printable(tp.unit)}", tp.value, tp.reason),
-             f"also {also}" if also else "timing window"],
+             _throughput_detail(tp, also)],
             _value_row("GPU busy", m.gpu_busy_pct, "union of kernel intervals / trace-window wall time"),
             _value_row("NVML utilization.gpu", m.gpu_busy_nvml_pct, "driver samples, timing window"),
             ["FLOP utilization", maybe(fmt_pct(flop.value), flop.value, flop.reason),

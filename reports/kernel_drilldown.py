@@ -32,11 +32,21 @@ from tbd.reports.kernels_table import (
     console_text,
     fit_names,
     kernel_noun,
+    legend_grid,
     name_room,
     new_console,
     plain_table,
 )
-from tbd.reports.numbers import fmt_bandwidth, fmt_count, fmt_duration, fmt_intensity, fmt_pct, fmt_rate
+from tbd.reports.numbers import (
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_bytes_si,
+    fmt_count,
+    fmt_duration,
+    fmt_intensity,
+    fmt_pct,
+    fmt_rate,
+)
 from tbd.reports.printable import printable
 
 NA = "n/a"
@@ -89,16 +99,6 @@ def _kernel_table() -> Table:
     return plain_table(collapse_padding=True)
 
 
-def _legend(entries: list[tuple[str, str]]) -> Table:
-    """Column legends, one per line, each explanation wrapping under itself."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column()
-    for term, text in entries:
-        grid.add_row(Text(f"{term}:", style="dim"), Text(text, style="dim"))
-    return grid
-
-
 def time_table(console: Console, profile: Profile, top: int) -> list[RenderableType]:
     """The `top` longest groups with their share, FLOP utilization and place on the roofline, and a legend."""
     noun = kernel_noun(profile)
@@ -118,7 +118,9 @@ def time_table(console: Console, profile: Profile, top: int) -> list[RenderableT
         return table
 
     table, dropped = _fit_columns(console, build, [r.name for r in rows], _OPTIONAL_TIME_COLUMNS)
-    legend = [("Time %", f"share of the summed {noun[:-1]} time in the trace window"),
+    # "Time %" is what the paper's Table V heads "Duration (%)": a newcomer reading both needs to know they agree.
+    legend = [("Time %", f"the group's share of the summed {noun[:-1]} time in the trace window (the paper's Table V "
+                         "calls it Duration %)"),
               ("Util %", "FLOPs / (peak FLOP/s of its precision x time); n/a: no FLOP formula, or no peak")]
     if any(above_peak(r) for r in rows):
         legend.append((ABOVE_PEAK_MARK, "above its precision's peak: a fast algorithm (Winograd, FFT) does fewer "
@@ -130,7 +132,7 @@ def time_table(console: Console, profile: Profile, top: int) -> list[RenderableT
     if "Roof %" not in dropped:
         legend.append(("Roof %", "achieved FLOP/s over what the roofline allows at its intensity (for data "
                                  "movement, the bandwidth share)"))
-    return [title, table, _legend(legend)]
+    return [title, table, legend_grid(legend)]
 
 
 def rankings(console: Console, profile: Profile, top: int) -> list[RenderableType]:
@@ -357,7 +359,7 @@ def _launch_items(launch) -> list[tuple[str, str]]:
     registers, shared = launch.get("registers_per_thread"), launch.get("shared_memory_bytes")
     out = [("grid", dim3(launch.get("grid"))), ("block", dim3(launch.get("block"))),
            ("registers/thread", NA if registers is None else fmt_count(registers)),
-           ("shared memory/block", NA if shared is None else f"{fmt_count(shared)} B"),
+           ("shared memory/block", fmt_bytes(shared)),
            ("occupancy (trace's estimate)", fmt_pct(launch.get("occupancy_pct")))]
     configs = launch.get("configs")
     if isinstance(configs, int) and configs > 1:
@@ -380,7 +382,7 @@ def _detail_items(row: KernelRow) -> list[tuple[str, str]]:
         if op.get("stack"):
             items.append(("  Python stack", printable(op["stack"])))
     items += _launch_items(row.launch)
-    items += [("bytes moved", f"{fmt_count(row.bytes)} B ({row.bytes_source})" if row.bytes is not None else NA),
+    items += [("bytes moved", f"{fmt_bytes_si(row.bytes)} ({row.bytes_source})" if row.bytes is not None else NA),
               ("arithmetic intensity", fmt_intensity(row.intensity)),
               ("bandwidth utilization", fmt_pct(row.bandwidth_util_pct)),
               ("roofline", f"{row.bound}-bound; attainable {fmt_rate(row.attainable_flops_per_s)}; achieved "
@@ -417,6 +419,6 @@ def _measured_text(m: dict) -> str:
         parts.append(f"FLOPs {fmt_count(m['flops'])} per launch (analytic {fmt_count(m.get('analytic_flops'))}; "
                      f"difference {_signed_pct(m.get('flops_difference_pct'))})")
     if m.get("dram_bytes") is not None:
-        parts.append(f"DRAM bytes {fmt_count(m['dram_bytes'])} per launch (analytic "
-                     f"{fmt_count(m.get('analytic_bytes'))}; difference {_signed_pct(m.get('bytes_difference_pct'))})")
+        parts.append(f"DRAM {fmt_bytes_si(m['dram_bytes'])} per launch (analytic "
+                     f"{fmt_bytes_si(m.get('analytic_bytes'))}; difference {_signed_pct(m.get('bytes_difference_pct'))})")
     return "; ".join(parts)

@@ -1,8 +1,9 @@
 """Console helpers shared by the terminal reports (the kernel tables themselves: `kernel_drilldown`).
 
 A deterministic in-memory console (`new_console`, `console_text`), the one table style
-(`plain_table`), names shortened to the room a table leaves them (`fit_names`, `name_room`), the
-word for device work (`kernel_noun`), the above-peak flag of a Util % cell, and the older number
+(`plain_table`) and its legends (`legend_grid`), names shortened to the room a table leaves them
+(`fit_names`, `name_room`), the word for device work (`kernel_noun`), the above-peak flag of a
+Util % cell, and the older number
 formats the metrics table and `reports/ranks.py` still use (`fmt_pct`, `fmt_seconds`). Kernel
 names are data, never markup: a CUDA name such as `void f<float>(T [with T = float])` must print
 as is, so every cell is a `rich.text.Text`.
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from rich import box
 from rich.console import Console, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from tbd.errors import UsageError
 from tbd.profile import KernelRow, Profile
@@ -111,6 +113,16 @@ def fmt_window(window: list[int] | None) -> str:
     if not window:
         return NA
     return f"{window[0]}–{window[-1]}"
+
+
+def legend_grid(entries: Sequence[tuple[str, str]]) -> Table:
+    """Legends under a table, one term per line, each explanation wrapping under itself (dim)."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for term, text in entries:
+        grid.add_row(Text(f"{term}:", style="dim"), Text(text, style="dim"))
+    return grid
 
 
 def plain_table(**kwargs) -> Table:

@@ -8,8 +8,10 @@ away: 12,345 stays "12,345", not "12,300".
 
 Units with a prefix pick the prefix from the rounded value, so 999.96 GFLOP/s is "1.00 TFLOP/s",
 never "1,000 GFLOP/s". Rates, byte counts and bandwidths use decimal SI prefixes (k, M, G, T, P),
-as GPU vendors quote peak FLOP/s and memory bandwidth; memory sizes in binary units stay with
-`terminal.fmt_bytes`.
+as GPU vendors quote peak FLOP/s and memory bandwidth; memory sizes are in binary units
+(`fmt_bytes`: KiB, MiB, GiB), as allocators and `nvidia-smi` count them. Prose that analysis wrote
+with exact byte counts ("1728712 B", exact in profile.json) is given the same units for a reader
+by `byte_counts_in_words`.
 
 None, NaN and ±infinity print as "n/a"; "nan", "inf" and "-0" never appear. Renderers format,
 never compute: each function takes a finished figure and only chooses how to write it.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 
 from tbd.errors import UsageError
 
@@ -29,6 +32,9 @@ _SMALLEST_EXP, _LARGEST_EXP = -6, 15
 #: The smallest share worth a figure: below it, "<0.01 %".
 PCT_FLOOR = 0.01
 _DURATION_UNITS = ((0, "s"), (-3, "ms"), (-6, "µs"), (-9, "ns"))
+_BYTE_UNITS = ((1 << 30, "GiB", 2), (1 << 20, "MiB", 1), (1 << 10, "KiB", 1))
+#: An exact byte count as analysis writes one into a reason: a whole number, a space, "B" (not B/s).
+_BYTE_COUNT = re.compile(r"(?<![\w.,-])(-?\d+) B(?![\w/])")
 
 
 def _finite(value) -> float | None:
@@ -161,3 +167,20 @@ def fmt_intensity(value, digits: int = 3) -> str:
     """Arithmetic intensity in FLOP per byte: 12.34 -> "12.3 FLOP/B"."""
     text = fmt_sig(value, digits)
     return text if text == NA else f"{text} FLOP/B"
+
+
+def fmt_bytes(value) -> str:
+    """A memory size in binary units: 569569536 -> "543.2 MiB", 1536 -> "1.5 KiB", 352 -> "352 B"."""
+    number = _finite(value)
+    if number is None:
+        return NA
+    for size, unit, digits in _BYTE_UNITS:
+        if abs(number) >= size:
+            return f"{number / size:.{digits}f} {unit}"
+    whole = _whole(value)
+    return f"{whole if whole is not None else round(number)} B"
+
+
+def byte_counts_in_words(text: str) -> str:
+    """`text` with each exact byte count ("569569536 B") written as `fmt_bytes` writes it ("543.2 MiB")."""
+    return _BYTE_COUNT.sub(lambda m: fmt_bytes(int(m.group(1))), text)

@@ -34,6 +34,15 @@ def _rows(profile: Profile) -> list[tuple[str, float | int | None, str, str | No
     it = profile.iterations
     if it is not None:
         rows += [("iterations.warmup", it.warmup, "iterations", None), ("iterations.warmup_s", it.warmup_s, "s", None)]
+    rows += [("throughput.spread_pct", tp.spread_pct, "%", None)] if tp.repeats else []
+    q = profile.quality
+    if q is not None:
+        rows += [("quality.reliable", int(q.reliable), "bool", None),
+                 ("quality.other_load_cores", q.other_load_cores, "cores", None),
+                 ("quality.workload_cores", q.workload_cores, "cores", None),
+                 ("quality.gemm_ceiling_flops.before", q.gemm_ceiling_flops.get("before"), "FLOP/s", None),
+                 ("quality.gemm_ceiling_flops.after", q.gemm_ceiling_flops.get("after"), "FLOP/s", None),
+                 ("quality.gemm_spread_pct", q.gemm_spread_pct, "%", q.reasons.get("gemm_spread_pct"))]
     return rows
 
 

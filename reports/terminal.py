@@ -10,15 +10,28 @@ figure prints as "n/a — <reason>".
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from rich import box
 from rich.console import RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from tbd.errors import UsageError
-from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Iterations, Memory, NoFlopFormula, Profile, Value
+from tbd.profile import (
+    MEMORY_CATEGORIES,
+    PARTIAL,
+    FlopUtil,
+    Iterations,
+    Memory,
+    NoFlopFormula,
+    Profile,
+    Quality,
+    Throughput,
+    Value,
+)
 from tbd.reports.kernel_drilldown import rankings, time_table
 from tbd.reports.kernels_table import (
     NA,
@@ -27,26 +40,17 @@ from tbd.reports.kernels_table import (
     fmt_seconds,
     fmt_window,
     kernel_noun,
+    legend_grid,
     new_console,
     plain_table,
     shorten_middle,
 )
+from tbd.reports.numbers import byte_counts_in_words, fmt_bytes
 from tbd.reports.printable import printable
 
 LOUD = "bold white on red"
 _GAP_NAME_CHARS = 60
-_BYTE_UNITS = ((1 << 30, "GiB", 2), (1 << 20, "MiB", 1), (1 << 10, "KiB", 1))
 _FLOP_UNITS = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"))
-
-
-def fmt_bytes(value: int | None) -> str:
-    """Bytes in binary units (GiB, MiB, KiB, B)."""
-    if value is None or not math.isfinite(value):
-        return NA
-    for size, unit, digits in _BYTE_UNITS:
-        if abs(value) >= size:
-            return f"{value / size:.{digits}f} {unit}"
-    return f"{value} B"
 
 
 def fmt_flops(value: float | None, suffix: str = "FLOP/s") -> str:
@@ -100,14 +104,23 @@ def _iterations(profile: Profile) -> list[RenderableType]:
         return _trace_iterations(it)
     if it is None:
         return [Text("iterations: n/a — no iteration was recorded")]
-    # warmup_detected is False both for a user-given warm-up and for a detector that ran out of budget;
-    # `stable` tells the two apart.
-    how = "detected" if it.warmup_detected else ("given" if it.stable else "not detected")
-    line = Text(f"warm-up: {it.warmup} iterations in {it.warmup_s:.2f} s ({how}) · stable: ")
-    line.append("yes" if it.stable else "NO", style="" if it.stable else LOUD)
+    # The progress bar counts warm-up iterations run; the detector finds the stable phase's start
+    # some iterations before it decides (docs/warmup.md), so the line gives both. A profile from
+    # before `warmup_run` knew only the start.
+    run = it.warmup_run if it.warmup_run is not None else it.warmup
+    run_s = math.fsum(it.times_s[:run]) if it.warmup_run is not None and len(it.times_s) >= run else it.warmup_s
+    ran = f"warm-up: {run} iterations run in {run_s:.2f} s"
+    if it.stable is False:  # the detector's budget ran out (warmup_detected False, or True in older profiles)
+        line = Text(f"{ran} · stable: ")
+        line.append("NO", style=LOUD)
+        line.append(", no stable phase found")
+    elif not it.warmup_detected:  # --warmup: nothing was checked (older profiles said stable: true regardless)
+        line = Text(f"{ran} (given by --warmup) · stable: not checked")
+    else:
+        line = Text(f"{ran} · stable from iteration {it.warmup} (detected)")
     windows = Text(f"windows: timing iterations {fmt_window(it.timing_window)}"
                    f" · trace iterations {fmt_window(it.trace_window)}")
-    if it.stable:
+    if it.stable is not False:
         return [line, windows]
     return [line, Text("!! NOT STABLE: iteration times never settled during warm-up; every figure is flagged !!",
                        style=LOUD), windows]
@@ -138,6 +151,51 @@ def _peak_detail(flop: FlopUtil) -> str:
     return f"hardware model; GEMM ceiling {ceiling}"
 
 
+def _throughput_detail(tp: Throughput, also: str) -> str:
+    where = "timing window"
+    if len(tp.repeats) > 1:
+        spread = f", spread {tp.spread_pct:.0f} %" if tp.spread_pct is not None else ""
+        where = (f"median of {len(tp.repeats)} timing windows ({_fmt_rate(min(tp.repeats))}–"
+                 f"{_fmt_rate(max(tp.repeats))}{spread})")
+    # "also" alone on a single window, as before: the detail column is ~35 cells at 80 columns.
+    if not also:
+        return where
+    return f"{where}; also {also}" if len(tp.repeats) > 1 else f"also {also}"
+
+
+def _cpu_detail(quality: Quality | None) -> str:
+    if quality is None or quality.workload_cores is None or quality.other_load_cores is None:
+        return "all cores, timing window"
+    spread = ""
+    low_high = quality.cpu_util_range_pct
+    if len(quality.repeats) > 1 and low_high:
+        spread = f" ({fmt_pct(low_high[0])}–{fmt_pct(low_high[1])} % over the {len(quality.repeats)} windows)"
+    return (f"all cores, timing windows{spread}: this workload {quality.workload_cores:.2f} cores, other "
+            f"processes {quality.other_load_cores:.2f}")
+
+
+def _measurement(profile: Profile) -> list[RenderableType]:
+    """One line on the machine during the windows; what makes figures unreliable is in the notes."""
+    q = profile.quality
+    if q is None:
+        return []
+    parts = []
+    if q.other_load_cores is not None:
+        parts.append(f"other load {q.other_load_cores:.2f}" + (f" of {q.cores} cores" if q.cores else " cores"))
+    before, after = q.gemm_ceiling_flops.get("before"), q.gemm_ceiling_flops.get("after")
+    if before and after:
+        first, second = fmt_flops(before), fmt_flops(after)  # before and after the windows
+        same_unit = first.split()[-1] == second.split()[-1]
+        parts.append(f"GEMM ceiling {first.split()[0] if same_unit else first} → {second}")
+    start, end = q.clock_mhz.get("start"), q.clock_mhz.get("end")
+    if start and end:
+        parts.append(f"clock {start:.0f}–{end:.0f} MHz" if abs(end - start) >= 1 else f"clock {start:.0f} MHz")
+    line = Text("machine: " + " · ".join(parts) + " · ")
+    line.append("figures reliable" if q.reliable else "UNRELIABLE (notes say why)",
+                style="" if q.reliable else LOUD)
+    return [line]
+
+
 def _metrics(profile: Profile) -> list[RenderableType]:
     m = profile.metrics
     noun = kernel_noun(profile)
@@ -148,7 +206,7 @@ def _metrics(profile: Profile) -> list[RenderableType]:
     tp = m.throughput
     also = printable(", ".join(f"{_fmt_rate(v)} {unit}" for unit, v in tp.also.items()))
     table.add_row("Throughput", printable(f"{_fmt_rate(tp.value)} {tp.unit}") if tp.value is not None else NA,
-                  _na(tp.reason) if tp.value is None else (f"also {also}" if also else "timing window"))
+                  _na(tp.reason) if tp.value is None else _throughput_detail(tp, also))
     rows: list[tuple[str, Value, str]] = [
         ("GPU busy", m.gpu_busy_pct, "kernel-interval union / wall time"),
         ("NVML utilization.gpu", m.gpu_busy_nvml_pct, "driver samples, timing window"),
@@ -172,7 +230,7 @@ def _metrics(profile: Profile) -> list[RenderableType]:
             table.add_row(cause, value, detail)
     else:
         table.add_row("No FLOP formula", NA, _na(flop.reason))
-    table.add_row("CPU utilization", *_value_cells(m.cpu_util_pct, "all cores, timing window"))
+    table.add_row("CPU utilization", *_value_cells(m.cpu_util_pct, _cpu_detail(profile.quality)))
     return [Text("Metrics", style="bold"), table]
 
 
@@ -214,15 +272,87 @@ def _memory(mem: Memory) -> list[RenderableType]:
     table.add_column("At allocator peak", justify="right", footer=fmt_bytes(mem.allocator_peak))
     for name in names:
         own_cell = "—" if name == "unattributed" else fmt_bytes(getattr(mem, name))
+        if mem.sources.get(name) == "analytic" and getattr(mem, name, None) is not None:
+            own_cell += " (analytic)"  # from the graph's inferred shapes, not an allocator record
         table.add_row(name.replace("_", " "), own_cell, fmt_bytes(mem.at_peak.get(name)))
     title = Text("Memory", style="bold")
     title.append(": each category's own peak, and the split at the allocator's peak")
-    out: list[RenderableType] = [title, table]
-    for name, reason in mem.reasons.items():
-        # A reason may also qualify a figure that exists (e.g. at_peak); "n/a" only where it is null.
-        null = name in names and getattr(mem, name, None) is None
-        out.append(Text(printable(f"  {name.replace('_', ' ')}: {_na(reason) if null else reason}")))
+    out: list[RenderableType] = [title, table, legend_grid(_MEMORY_LEGEND)]
+    for names_, text in _memory_reasons(mem):
+        # Wrapped lines stay indented under their own reason, apart from the table.
+        out.append(Padding(Text(printable(f"{', '.join(names_)}: {text}")), (0, 0, 0, 2)))
     return out + _torch_memory(mem.cross_check)
+
+
+#: What the memory table's terms mean (analysis/memory.py computes them; a newcomer asked).
+_MEMORY_LEGEND = (
+    ("Own peak", "each category's highest, each at its own moment"),
+    ("At allocator peak", "live at the allocator's highest moment; adds up to it"),
+    ("unattributed", "bytes tbd could not put in a category (peak minus the rest)"),
+)
+#: Reasons name memory fields as profile.json spells them; a reader gets the table's words. Done here, not in
+#: analysis, so that profile.json files written before keep reading well too.
+_FIELD_WORDS = (
+    (re.compile(r"\bat_peak\[['\"](\w+)['\"]\]"), lambda m: f"{m[1].replace('_', ' ')} at the allocator's peak"),
+    (re.compile(r"\b(?:the )?allocator_peak\b"), lambda m: "the allocator peak"),
+    (re.compile(r"\bat_peak\b"), lambda m: "the split at the allocator's peak"),
+    (re.compile(r"\b(feature_maps|optimizer_state|non_trainable)\b"), lambda m: m[1].replace("_", " ")),
+    (re.compile(r"\bunattributed = "), lambda m: "unattributed is "),
+)
+_REASON_LABELS = {"at_peak": "at allocator peak", "allocator_peak": "allocator peak"}
+
+
+def _reason_words(text: str) -> str:
+    """A memory reason in plain English: field names in words, exact byte counts in binary units."""
+    for pattern, words in _FIELD_WORDS:
+        text = pattern.sub(words, text)
+    return byte_counts_in_words(text)
+
+
+def _clauses(text: str) -> list[str]:
+    """`text` split at "; " outside parentheses (a parenthesis may hold a "; " of its own)."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and text.startswith("; ", i):
+            out.append(text[start:i])
+            start = i + 2
+    return [*out, text[start:]]
+
+
+def _memory_reasons(mem: Memory) -> list[tuple[list[str], str]]:
+    """The memory reasons as (the figures it explains, text), each clause said once.
+
+    Analysis gives every figure its own full reason, so one cause (TF's missing allocator events, MXNet's
+    unsplit storage counter) reaches several figures word for word, and a hook's caveat is appended to
+    one reason and is another's whole reason. Clauses shared by the same figures are printed together,
+    under all their names; "n/a — " leads where every figure named is null.
+    """
+    shared: dict[str, list[str]] = {}
+    for key, reason in mem.reasons.items():
+        for clause in _clauses(str(reason)):
+            if key not in shared.setdefault(clause, []):
+                shared[clause].append(key)
+    lines: dict[tuple[str, ...], list[str]] = {}
+    for clause, keys in shared.items():
+        lines.setdefault(tuple(keys), []).append(clause)
+    out = []
+    for keys, clauses in lines.items():
+        text = _reason_words("; ".join(clauses))
+        null = all(_memory_figure_missing(mem, k) for k in keys)
+        out.append(([_REASON_LABELS.get(k, k.replace("_", " ")) for k in keys], _na(text) if null else text))
+    return out
+
+
+def _memory_figure_missing(mem: Memory, key: str) -> bool:
+    """Whether the figure a memory reason explains is null (a reason may also qualify one that exists)."""
+    if key == "at_peak":
+        return all(v is None for v in mem.at_peak.values())
+    if key == "unattributed":
+        return mem.at_peak.get("unattributed") is None
+    if key in (*MEMORY_CATEGORIES, "allocator_peak"):
+        return getattr(mem, key) is None
+    return False
 
 
 def _torch_memory(cross: dict[str, Any] | None) -> list[RenderableType]:
@@ -236,7 +366,8 @@ def _torch_memory(cross: dict[str, Any] | None) -> list[RenderableType]:
     peaks = cross.get("peak_bytes")
     if not isinstance(peaks, dict):
         reason = cross.get("reason")
-        return [Text(f"  PyTorch cross-check: {_na(reason if isinstance(reason, str) else None)}")]
+        line = Text(f"PyTorch cross-check: {_na(reason if isinstance(reason, str) else None)}")
+        return [Padding(line, (0, 0, 0, 2))]  # a wrapped reason stays indented
     at_peak = cross.get("at_peak") or {}
     maps_to = cross.get("maps_to") or {}
     table = plain_table(box=box.SIMPLE, show_footer=True)
@@ -260,7 +391,7 @@ def _notes(profile: Profile) -> list[RenderableType]:
     grid.add_column(no_wrap=True)
     grid.add_column()
     for note in profile.notes:
-        grid.add_row("  -", Text(printable(note)))
+        grid.add_row("  -", Text(printable(byte_counts_in_words(note))))
     return [Text("Notes", style="bold"), grid]
 
 
@@ -283,7 +414,7 @@ def render_profile(profile: Profile, *, width: int = 100, color: bool | None = F
         raise UsageError(f"--top must be at least 1, got {top}")
     console = new_console(width, color)
     parts: list[RenderableType | None] = [
-        *_header(profile), *_iterations(profile), None,
+        *_header(profile), *_iterations(profile), *_measurement(profile), None,
         *_metrics(profile), None,
         *_memory(profile.metrics.memory_bytes), None,
         *time_table(console, profile, top), None,

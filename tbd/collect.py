@@ -83,6 +83,7 @@ class _RawRun:
     memory_cross_check: dict | None
     gemm: dict | None
     bandwidth: dict | None
+    quality: dict | None
 
 
 def _read_run_dir(run_dir: Path) -> _RawRun:
@@ -100,7 +101,33 @@ def _read_run_dir(run_dir: Path) -> _RawRun:
         memory=rundir.read_optional(run_dir, rundir.MEMORY, "memory records"),
         memory_cross_check=rundir.read_optional(run_dir, rundir.MEMORY_CROSS_CHECK, "memory cross-check"),
         gemm=rundir.read_optional(run_dir, rundir.GEMM, "GEMM ceiling"),
-        bandwidth=rundir.read_optional(run_dir, rundir.BANDWIDTH, "memory bandwidth"))
+        bandwidth=rundir.read_optional(run_dir, rundir.BANDWIDTH, "memory bandwidth"),
+        quality=rundir.read_optional(run_dir, rundir.QUALITY, "measurement-quality records"))
+
+
+def _best_ceiling(after: dict | None, quality: dict | None) -> dict | None:
+    """The higher of the GEMM ceilings measured after and before the windows: a ceiling is the best a
+    matmul reaches, and on a shared machine the lower one measured the other jobs as well."""
+    before = quality.get("gemm_before") if isinstance(quality, dict) else None
+    candidates = [g for g in (after, before) if isinstance(g, dict) and isinstance(g.get("flops_per_s"), (int, float))]
+    return max(candidates, key=lambda g: g["flops_per_s"]) if candidates else after
+
+
+def _checked_quality(records: Any, run_dir: Path) -> dict | None:
+    """raw/quality.json if it has the shape analysis/quality.py reads, else ResultFormatError naming it."""
+    if records is None:
+        return None
+    where = run_dir / rundir.QUALITY
+    if not isinstance(records, dict) or records.get("schema") != rundir.QUALITY_SCHEMA:
+        raise ResultFormatError(f"{where}: not a tbd measurement-quality record (schema {rundir.QUALITY_SCHEMA})")
+    repeats = records.get("repeats", [])
+    ok = isinstance(repeats, list) and all(
+        isinstance(r, dict) and isinstance(r.get("first"), int) and isinstance(r.get("last"), int)
+        and isinstance(r.get("wall_ns"), int) and r["wall_ns"] >= 0 and isinstance(r.get("load", {}), dict)
+        and isinstance(r.get("cpu", {}), dict) for r in repeats)
+    if not ok:
+        raise ResultFormatError(f"{where}: malformed timing repeats")
+    return records
 
 
 def _framework(name: str) -> _Framework:
@@ -133,9 +160,10 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
     return assemble_profile(
         spec=raw.spec, environment=raw.environment, log=log, workload=workload, cpu=raw.cpu, nvml=raw.nvml,
         trace=trace, memory=framework.memory(raw.memory, trace, raw.memory_cross_check),
-        peaks=device_peak_model(raw.environment, device_kind, raw.gemm, raw.spec.get("peak_flops")), status=final,
+        peaks=device_peak_model(raw.environment, device_kind, _best_ceiling(raw.gemm, raw.quality),
+                                raw.spec.get("peak_flops")), status=final,
         bandwidth=device_bandwidth(raw.environment, device_kind, raw.bandwidth), notes=notes,
-        reasons={"nvml": nvml_reason},
+        reasons={"nvml": nvml_reason}, quality_records=_checked_quality(raw.quality, run_dir), gemm=raw.gemm,
         provenance={"run_dir": str(run_dir), "trace": trace_path.name if trace else None,
                     "flop_counting": "analytic formulas over recorded op shapes (analysis/flops.py)"})
 

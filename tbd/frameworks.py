@@ -82,3 +82,20 @@ def probe(rt: Runtime, timeout_s: float = 120.0) -> dict:
     except (ValueError, IndexError):
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"usable": False, "reason": f"{rt.python} exited {done.returncode}: {tail}"}
+
+
+#: Device nodes a GPU driver creates: NVIDIA's, and the ROCm kernel driver's (AMD).
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")
+
+
+def planned_device(requested: str, nodes: tuple[str, ...] = GPU_DEVICE_NODES) -> str:
+    """The device a run will use, as far as the parent can tell without importing a framework.
+
+    "auto" on a machine with no GPU driver's device node is the CPU for every framework, so a run
+    directory and the CPU defaults can follow it before the child starts; with a node present the
+    framework decides ("auto" is returned) and the run directory is renamed afterwards if needed.
+    """
+    if requested != "auto":
+        return requested
+    return "auto" if any(os.path.exists(n) for n in nodes) else "cpu"
+

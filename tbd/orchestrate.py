@@ -53,6 +53,7 @@ class RunOutcome:
 
     profile: Profile
     exit_code: int  # 0, or 130/143 when interrupted (the profile is then partial)
+    run_dir: Path | None = None  # where it was written (a default "-auto-" folder is renamed after the device)
 
 
 def _child_command(run_dir: Path) -> list[str]:
@@ -170,13 +171,14 @@ def prepare_out_dir(out: Path, force: bool, marker: str, kind: str) -> None:
 
 
 def profile_run(spec: RunSpec, run_dir: Path, progress: ProgressSink, probe_oom: bool = True,
-                force: bool = False) -> RunOutcome:
+                force: bool = False, rename_after_device: bool = False) -> RunOutcome:
     """Run the workload in a child; write RUN_DIR/profile.json and return it with the exit code.
 
     Raises OutOfMemoryError (nothing left behind if nothing was gathered), WorkloadError (crash:
     log path in the message), DiskFullError, UsageError, or InterruptedRun when interrupted
     before anything was gathered. An interrupt after that returns the partial profile with exit
-    code 130 (SIGINT) or 143 (SIGTERM).
+    code 130 (SIGINT) or 143 (SIGTERM). `rename_after_device`: `run_dir` is a default one named
+    "-auto-" when the parent could not tell the device; it is renamed after the one that ran.
     """
     prepare_run_dir(run_dir, force)
     rundir.atomic_write_json(run_dir / rundir.SPEC, spec.to_dict())
@@ -184,7 +186,9 @@ def profile_run(spec: RunSpec, run_dir: Path, progress: ProgressSink, probe_oom:
     with signals.installed():
         child = run_child(run_dir, progress, signals)
         with signals.held():  # a Ctrl-C now waits until profile.json is written
-            return _conclude(spec, run_dir, child, probe_oom, signals)
+            if rename_after_device:
+                run_dir = rundir.named_after_device(run_dir)
+            return replace(_conclude(spec, run_dir, child, probe_oom, signals), run_dir=run_dir)
 
 
 def _conclude(spec: RunSpec, run_dir: Path, child: ChildExit, probe_oom: bool,

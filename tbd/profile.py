@@ -37,10 +37,35 @@ class Value:
 
 @dataclass(frozen=True)
 class Throughput:
-    value: float | None
+    value: float | None  # over the timing window; with several (--repeat), the median of theirs
     unit: str
     also: dict[str, float] = field(default_factory=dict)  # e.g. {"tokens/s": 12345.0}
     reason: str | None = None
+    repeats: list[float] = field(default_factory=list)  # each timing window's own, in run order
+    spread_pct: float | None = None  # (max - min) / median of `repeats`; null with one window
+
+
+@dataclass(frozen=True)
+class Quality:
+    """How far the run's figures can be trusted on the machine it ran on (analysis/quality.py)."""
+
+    reliable: bool  # no warning below
+    warnings: list[str]  # each thing that makes the figures unreliable, in words
+    cores: int | None
+    wall_s: float  # the timing windows' wall time, summed
+    workload_cores: float | None  # this workload's process tree: CPU seconds / wall time
+    other_load_cores: float | None  # every other process but the tbd parent, likewise
+    tbd_parent_cores: float | None  # the tbd parent (progress display), likewise
+    other_processes: list[dict[str, Any]]  # the heaviest others: name, pid, cores
+    gemm_ceiling_flops: dict[str, float | None]  # "before" and "after" the windows, FLOP/s
+    gemm_spread_pct: float | None  # (higher - lower) / higher
+    clock_mhz: dict[str, float | None]  # mean over cores at "start" and "end", null if not shown
+    throughput_median: float | None
+    throughput_spread_pct: float | None
+    cpu_util_median_pct: float | None  # the timing windows' CPU utilization (formula (3)), median
+    cpu_util_range_pct: list[float] | None  # and its lowest and highest, percent
+    repeats: list[dict[str, Any]]  # per timing window: iterations, wall_s, throughput, cpu_util_pct, other_load_cores
+    reasons: dict[str, str] = field(default_factory=dict)  # why a figure above is null
 
 
 @dataclass(frozen=True)
@@ -79,6 +104,9 @@ class Memory:
     at_peak: dict[str, int | None]  # categories + "unattributed"; sums to allocator_peak
     reasons: dict[str, str] = field(default_factory=dict)  # why a category is null
     cross_check: dict[str, Any] | None = None  # PyTorch's own memory-profiler categories
+    # How each figure was found: "measured" (live arrays, allocator records) or "analytic" (derived from
+    # the graph's shapes, e.g. MXNet's and TensorFlow's feature maps). Empty in files written before it.
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -179,12 +207,15 @@ class Iterations:
     warmup: int
     warmup_s: float
     warmup_detected: bool
-    stable: bool | None  # None: not checked (iterations read from a trace)
+    stable: bool | None  # None: not checked (iterations read from a trace, or --warmup given)
     timing_window: list[int] | None
     trace_window: list[int] | None
     times_s: list[float]
     source: str = "run"  # "run": timed by tbd; "trace": a trace's ProfilerStep spans
     step_numbers: list[int] | None = None  # the N of each ProfilerStep#N (source "trace")
+    # Warm-up iterations run (the timing window starts after them); `warmup` is where the stable
+    # phase was found, some iterations earlier. None: a profile from before this field, or a trace.
+    warmup_run: int | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +233,8 @@ class Profile:
     low_bandwidth_kernels: list[KernelRow] = field(default_factory=list)
     # Kernel time by launching op, longest first (added in schema 2; absent in older files).
     op_groups: list[OpGroupRow] = field(default_factory=list)
+    # The measurement-quality record (absent in older files, null for a trace tbd did not run).
+    quality: Quality | None = None
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -260,11 +293,12 @@ _CROSS_CHECK = {"peak_bytes": c.mapping(_BYTES, null=True), "at_peak": c.mapping
                 "maps_to": c.mapping(c.text(), null=True), "total_peak_bytes": _BYTES, "reason": c.text(null=True),
                 "device": c.label(null=True)}
 _MEMORY = {**{cat: _BYTES for cat in MEMORY_CATEGORIES}, "allocator_peak": _BYTES,
-           "at_peak": c.mapping(_BYTES), "reasons": c.mapping(c.text()), "cross_check": c.obj(null=True)}
+           "at_peak": c.mapping(_BYTES), "reasons": c.mapping(c.text()), "cross_check": c.obj(null=True),
+           "sources": c.mapping(c.text(), null=True)}
 _ITERATIONS = {"warmup": c.integer(), "warmup_s": c.number(), "warmup_detected": c.flag(), "stable": c.flag(null=True),
                "timing_window": c.items(c.integer(), null=True), "trace_window": c.items(c.integer(), null=True),
                "times_s": c.items(c.number()), "source": c.text(null=True),
-               "step_numbers": c.items(c.integer(), null=True)}
+               "step_numbers": c.items(c.integer(), null=True), "warmup_run": c.integer(null=True)}
 #: The keys of the free-form spec and environment that renderers print.
 _SPEC = {"model": c.text(null=True), "framework": c.text(null=True), "precision": c.text(null=True),
          "device": c.text(null=True), "trace": c.text(null=True), "batch": c.integer(null=True)}
@@ -309,7 +343,10 @@ def _load_no_flop_formula(data: Any) -> NoFlopFormula | None:
 
 
 def _load_memory(m: dict) -> Memory:
-    memory = _make(Memory, c.fields(_require(m, "memory_bytes", dict, "metrics."), "metrics.memory_bytes.", _MEMORY))
+    values = c.fields(_require(m, "memory_bytes", dict, "metrics."), "metrics.memory_bytes.", _MEMORY)
+    if values.get("sources") is None:  # absent (a profile.json written before it) or null: no labels
+        values.pop("sources", None)
+    memory = _make(Memory, values)
     c.known_keys(memory.cross_check, "metrics.memory_bytes.cross_check.", _CROSS_CHECK)
     return memory
 
@@ -317,9 +354,11 @@ def _load_memory(m: dict) -> Memory:
 def _load_metrics(data: dict) -> Metrics:
     m = _require(data, "metrics", dict, "")
     return Metrics(
-        throughput=_make(Throughput, c.fields(_require(m, "throughput", dict, "metrics."), "metrics.throughput.", {
-            "value": c.number(null=True), "unit": c.text(), "also": c.mapping(c.number()),
-            "reason": c.text(null=True)})),
+        throughput=_make(Throughput, _no_null_repeats(c.fields(
+            _require(m, "throughput", dict, "metrics."), "metrics.throughput.", {
+                "value": c.number(null=True), "unit": c.text(), "also": c.mapping(c.number()),
+                "reason": c.text(null=True), "repeats": c.items(c.number(), null=True),
+                "spread_pct": c.number(null=True)}))),
         gpu_busy_pct=_make(Value, c.fields(_require(m, "gpu_busy_pct", dict, "metrics."), "metrics.gpu_busy_pct.", _VALUE)),
         gpu_busy_nvml_pct=_make(Value, c.fields(_require(m, "gpu_busy_nvml_pct", dict, "metrics."),
                                            "metrics.gpu_busy_nvml_pct.", _VALUE)),
@@ -331,6 +370,30 @@ def _load_metrics(data: dict) -> Metrics:
         memory_bandwidth=None if m.get("memory_bandwidth") is None else _make(
             Bandwidth, c.fields(m["memory_bandwidth"], "metrics.memory_bandwidth.", _BANDWIDTH)),
     )
+
+
+def _no_null_repeats(values: dict[str, Any]) -> dict[str, Any]:
+    if values.get("repeats") is None:
+        values.pop("repeats", None)
+    return values
+
+
+_QUALITY = {"reliable": c.flag(), "warnings": c.items(c.text()), "cores": c.integer(null=True),
+            "wall_s": c.number(), "workload_cores": c.number(null=True), "other_load_cores": c.number(null=True),
+            "tbd_parent_cores": c.number(null=True), "other_processes": c.items(c.obj()),
+            "gemm_ceiling_flops": c.mapping(c.number(null=True)), "gemm_spread_pct": c.number(null=True),
+            "clock_mhz": c.mapping(c.number(null=True)), "throughput_median": c.number(null=True),
+            "throughput_spread_pct": c.number(null=True), "repeats": c.items(c.obj()),
+            "cpu_util_median_pct": c.pct(null=True), "cpu_util_range_pct": c.items(c.pct(), null=True),
+            "reasons": c.mapping(c.text(), null=True)}
+
+
+def _load_quality(data: Any) -> Quality | None:
+    if data is None:
+        return None
+    values = c.fields(data, "quality.", _QUALITY)
+    values["reasons"] = values.get("reasons") or {}
+    return _make(Quality, values)
 
 
 def _load_profile(data: Any) -> Profile:
@@ -360,4 +423,5 @@ def _load_profile(data: Any) -> Profile:
                    for i, g in enumerate(c.seq(null=True)(data.get("op_groups"), "op_groups") or [])],
         notes=c.items(c.text())(_require(data, "notes", list, ""), "notes"),
         provenance=c.obj(null=True)(data.get("provenance"), "provenance") or {},
+        quality=_load_quality(data.get("quality")),
     )

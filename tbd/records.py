@@ -41,6 +41,8 @@ class RunSpec:
     threads: int | None = None  # CPU threads for the framework; None: framework default
     memory_limit_bytes: int | None = None  # address-space cap of the workload process (RLIMIT_AS)
     peak_flops: float | None = None  # the user's FP32 peak FLOP/s (--peak-flops), else the device's model
+    repeat: int = 1  # timing windows run back to back: the throughput's median and spread come from them
+    window_seconds: float | None = None  # each timing repeat (and the trace window) cut to about this long
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -182,9 +184,9 @@ class IterationLog:
     """Every iteration's wall time and which iterations each window sampled (inclusive indices)."""
 
     times_ns: np.ndarray  # int64, one per iteration in run order
-    warmup: int  # iterations before the stable phase
-    warmup_detected: bool  # False when --warmup was given
-    stable: bool  # False when stability was never reached within the budget
+    warmup: int  # iterations before the stable phase (where it was found, or --warmup)
+    warmup_detected: bool  # False when --warmup was given, or the budget ran out before a stable phase
+    stable: bool | None  # False: never reached within the budget; None: not checked (--warmup given)
     timing_window: tuple[int, int] | None
     trace_window: tuple[int, int] | None
     timing_window_ns: int | None  # wall time of the timing window, device-synchronised ends
@@ -195,6 +197,9 @@ class IterationLog:
     # no warm-up was watched, and times_ns are the spans' lengths. step_numbers are their N.
     from_trace: bool = False
     step_numbers: tuple[int, ...] = ()
+    # Warm-up iterations run: the detector decides some iterations after the start it finds (it
+    # needs two windows beyond it), so more run than `warmup`. None: a log from before this field.
+    warmup_run: int | None = None
 
     @property
     def warmup_seconds(self) -> float:

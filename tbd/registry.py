@@ -26,6 +26,10 @@ class ModelInfo:
     fixed_batch: int | None = None  # the model always runs this batch (Faster R-CNN: one image)
     # framework -> CPU threads per process unless --threads says otherwise (absent: the framework's own)
     default_threads: dict[str, int] = field(default_factory=dict)
+    # The batch a CPU run takes unless --batch says otherwise (None: default_batch). The paper's GPU
+    # batch makes a full-size image model's iteration last 3-25 s on a 2-core machine; at 4 (0.75 s
+    # quiet, ~9 s beside a busy loop in another session) `make profile` ends within 3 minutes (README).
+    cpu_batch: int | None = None
 
 
 MODELS: dict[str, ModelInfo] = {
@@ -34,14 +38,14 @@ MODELS: dict[str, ModelInfo] = {
         # Default batches follow the TBD paper's GPU runs (Table II/IV) where it names one.
         ModelInfo("resnet50", "image classification", "CONV", "ImageNet (3x224x224, 1000 classes)",
                   "images/s", 32, {"pytorch": "tbd.models.pytorch.resnet50", "mxnet": "tbd.models.mxnet.resnet50",
-                                "tensorflow": "tbd.models.tensorflow.resnet50"}),
+                                "tensorflow": "tbd.models.tensorflow.resnet50"}, cpu_batch=4),
         ModelInfo("resnet101", "image classification", "CONV", "ImageNet (3x224x224, 1000 classes)",
-                  "images/s", 32, {"pytorch": "tbd.models.pytorch.resnet101"}),
+                  "images/s", 32, {"pytorch": "tbd.models.pytorch.resnet101"}, cpu_batch=4),
         ModelInfo("resnet152", "image classification", "CONV", "ImageNet (3x224x224, 1000 classes)",
-                  "images/s", 32, {"pytorch": "tbd.models.pytorch.resnet152"}),
+                  "images/s", 32, {"pytorch": "tbd.models.pytorch.resnet152"}, cpu_batch=4),
         ModelInfo("inception3", "image classification", "CONV", "ImageNet (3x299x299, 1000 classes)",
                   "images/s", 32, {"pytorch": "tbd.models.pytorch.inception3", "mxnet": "tbd.models.mxnet.inception3",
-                                "tensorflow": "tbd.models.tensorflow.inception3"}),
+                                "tensorflow": "tbd.models.tensorflow.inception3"}, cpu_batch=4),
         ModelInfo("seq2seq", "machine translation", "LSTM", "IWSLT15 en-vi (vocab 17,188; 20-30 tokens)",
                   "sentences/s", 64, {"pytorch": "tbd.models.pytorch.seq2seq", "mxnet": "tbd.models.mxnet.seq2seq",
                                    "tensorflow": "tbd.models.tensorflow.seq2seq"}),

@@ -44,6 +44,9 @@ MEMORY = "raw/memory.json"
 MEMORY_CROSS_CHECK = "raw/memory_cross_check.json"
 GEMM = "raw/gemm.json"
 BANDWIDTH = "raw/bandwidth.json"  # measured memory copy bandwidth (CPU runs)
+# The measurement-quality records: each timing repeat's counters and census of the machine's other
+# processes, the GEMM ceiling measured before the windows, the clock (profilers/windows.py).
+QUALITY = "raw/quality.json"
 STATUS = "raw/status.json"
 MXNET_SHAPES = "raw/mxnet_shapes.json"  # operand shapes MXNet's profiler does not record
 
@@ -53,6 +56,7 @@ PYTORCH_MEMORY_SCHEMA = "tbd.memory_records/1"  # raw/memory.json of a PyTorch r
 MXNET_MEMORY_SCHEMA = "tbd.mxnet_memory_records/1"  # raw/memory.json of an MXNet run
 TENSORFLOW_MEMORY_SCHEMA = "tbd.tensorflow_memory_records/1"  # raw/memory.json of a TensorFlow run
 MXNET_SHAPES_SCHEMA = "tbd.mxnet_shapes/1"  # raw/mxnet_shapes.json
+QUALITY_SCHEMA = "tbd.quality_records/1"  # raw/quality.json
 TENSORFLOW_TRACE_SCHEMA = "tbd.tensorflow_trace/1"  # CHROME_TRACE of a TensorFlow run (XSpace as Chrome JSON)
 
 
@@ -70,18 +74,44 @@ def find_trace(run_dir: str | os.PathLike) -> Path | None:
     return None
 
 
-def default_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
-    """runs/<model>-<framework>-<device>-b<batch>-<YYYYmmdd-HHMMSS>: sortable and self-describing."""
+def default_run_dir(spec: RunSpec, root: str | os.PathLike = "runs", device: str | None = None) -> Path:
+    """runs/<model>-<framework>-<device>-b<batch>-<YYYYmmdd-HHMMSS>: sortable and self-describing.
+
+    `device`: the one the run will use when the caller can tell (tbd.frameworks.planned_device:
+    "auto" on a machine without a GPU is "cpu"), else the spec's; a folder named "-auto-" is
+    renamed after the device that ran (`named_after_device`).
+    """
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     batch = "default" if spec.batch is None else str(spec.batch)
-    device = spec.device.replace(":", "")
+    device = (device or spec.device).replace(":", "")
     return Path(root) / f"{spec.model}-{spec.framework}-{device}-b{batch}-{stamp}"
 
 
-def new_run_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
+def new_run_dir(spec: RunSpec, root: str | os.PathLike = "runs", device: str | None = None) -> Path:
     """A new, empty run directory named as `default_run_dir`, created now so no other run can take
     it: a name already taken (two runs started in the same second) gets -2, -3, ... appended."""
-    return unique_dir(default_run_dir(spec, root))
+    return unique_dir(default_run_dir(spec, root, device))
+
+
+def named_after_device(run_dir: Path) -> Path:
+    """A default run directory named "-auto-" renamed after the device its spec.json says ran; else as is."""
+    marker = "-auto-"
+    if marker not in run_dir.name:
+        return run_dir
+    spec = read_optional(run_dir, SPEC, "run spec") or {}
+    device = str(spec.get("device") or "auto").replace(":", "")
+    if device == "auto":
+        return run_dir
+    target = run_dir.with_name(run_dir.name.replace(marker, f"-{device}-", 1))
+    for n in range(1, 1000):
+        path = target if n == 1 else target.with_name(f"{target.name}-{n}")
+        try:
+            run_dir.rename(path)  # fails if the name is taken by a non-empty folder
+            return path
+        except OSError:
+            if not path.exists():
+                return run_dir
+    return run_dir
 
 
 def unique_dir(base: Path) -> Path:
@@ -200,6 +230,7 @@ def iteration_log_to_json(log: IterationLog) -> dict:
         "trace_window": list(log.trace_window) if log.trace_window else None,
         "timing_window_ns": log.timing_window_ns,
         "timing_window_samples": log.timing_window_samples,
+        "warmup_run": log.warmup_run,
     }
 
 
@@ -209,12 +240,13 @@ def iteration_log_from_json(data: Any, where: str) -> IterationLog:
             times_ns=np.asarray(data["times_ns"], dtype=np.int64),
             warmup=int(data["warmup"]),
             warmup_detected=bool(data["warmup_detected"]),
-            stable=bool(data["stable"]),
+            stable=None if data["stable"] is None else bool(data["stable"]),  # None: --warmup, not checked
             timing_window=tuple(data["timing_window"]) if data["timing_window"] else None,
             trace_window=tuple(data["trace_window"]) if data["trace_window"] else None,
             timing_window_ns=None if data["timing_window_ns"] is None else int(data["timing_window_ns"]),
             timing_window_samples=(None if data.get("timing_window_samples") is None
                                    else float(data["timing_window_samples"])),
+            warmup_run=None if data.get("warmup_run") is None else int(data["warmup_run"]),  # absent: older log
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ResultFormatError(f"{where}: malformed iteration log ({exc})") from None

@@ -21,8 +21,10 @@ import os
 import resource
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from tbd import registry, rundir
 from tbd.errors import TbdError
@@ -50,12 +52,38 @@ class ParentGone(Exception):
     """The parent's end of the progress pipe closed: it died (SIGKILL, a crash) mid-run."""
 
 
+_logged: dict[str, Any] = {"stage": None, "event": None}
+
+
 def _progress(event: dict) -> None:
+    _log_stage(event)
     try:
         sys.stdout.write(json.dumps(event) + "\n")
         sys.stdout.flush()
     except (BrokenPipeError, ValueError):  # ValueError: stdout already closed
         raise ParentGone from None
+
+
+def _log_stage(event: dict) -> None:
+    """One line per stage in workload.log (the child's stderr): when each ended, and the plan.
+
+    Without it the log of a run that went well held only the framework's own chatter (nothing at all
+    for MXNet), and one that hung gave no hint where.
+    """
+    stage = event.get("stage")
+    now = time.strftime("%H:%M:%S")
+    previous = _logged["event"]
+    if stage == "plan":
+        sys.stderr.write(f"tbd {now} plan: {json.dumps({k: v for k, v in event.items() if k != 'stage'})}\n")
+    elif stage != _logged["stage"]:
+        if previous is not None:
+            sys.stderr.write(f"tbd {now} {previous['stage']} ended: {previous.get('done')} of "
+                             f"{previous.get('total') or '-'} done\n")
+        sys.stderr.write(f"tbd {now} {stage} started\n")
+        _logged["stage"] = stage
+    if stage != "plan":
+        _logged["event"] = event
+    sys.stderr.flush()
 
 
 def _interrupt(signum: int, frame) -> None:
@@ -123,6 +151,7 @@ def run(run_dir: Path) -> int:
             _save_partial(run_dir, state, "oom", f"out of memory during {state.stage}: {str(exc).splitlines()[0]}")
             return EXIT_OOM
         return _crash(run_dir, state, exc)
+    _log_stage({"stage": "done"})
     _status(run_dir, "complete", state.stage)
     return EXIT_OK
 

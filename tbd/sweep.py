@@ -26,6 +26,7 @@ from tbd import rundir
 from tbd.analysis.sweep import FAILED, LIST, MAX, OOM, failed_point, fits, make_sweep, next_batch, profile_device
 from tbd.analysis.sweep import sweep_point as point_from_profile
 from tbd.errors import DiskFullError, InterruptedRun, OutOfMemoryError, ResultFormatError, TbdError, WorkloadError
+from tbd.frameworks import planned_device
 from tbd.orchestrate import ProgressSink, prepare_out_dir, profile_run
 from tbd.records import RunSpec
 from tbd.reports import figures as _figures
@@ -66,7 +67,8 @@ class SweepOutcome:
 def default_sweep_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
     """runs/sweep-<model>-<framework>-<device>-<YYYYmmdd-HHMMSS>, like a run directory's name."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path(root) / f"sweep-{spec.model}-{spec.framework}-{spec.device.replace(':', '')}-{stamp}"
+    device = planned_device(spec.device).replace(":", "")  # "auto" without a GPU driver: "cpu"
+    return Path(root) / f"sweep-{spec.model}-{spec.framework}-{device}-{stamp}"
 
 
 def new_sweep_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:

@@ -37,6 +37,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def seconds_or_off(text: str) -> float | None:
+    """A finite number of seconds > 0, or 0 for "no limit" (None)."""
+    if text.strip() in ("0", "0.0"):
+        return None
+    return positive_float(text)
+
+
 def memory_gib(text: str) -> float:
     """An address-space cap in GiB: at least 0.25 (the interpreter and a framework need that much
     to start at all) and below 2**30 GiB (what the kernel's limits can express)."""

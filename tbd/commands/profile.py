@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from tbd import frameworks, registry, rundir
-from tbd.commands.arguments import memory_gib, nonnegative_int, positive_float, positive_int
+from tbd.commands.arguments import memory_gib, nonnegative_int, positive_float, positive_int, seconds_or_off
 from tbd.commands.common import stderr_console, terminal_width, write
 from tbd.errors import UsageError
 from tbd.ncu_measure import measure_with_ncu
@@ -30,8 +30,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="full: the paper's architecture; test: a tiny one for quick checks")
     p.add_argument("--warmup", type=nonnegative_int, default=None,
                    help="warm-up iterations (default: detect the end of warm-up automatically)")
-    p.add_argument("--iterations", type=positive_int, default=20, help="iterations in the timing window (default 20)")
-    p.add_argument("--trace-iterations", type=nonnegative_int, default=3, help="iterations in the trace window (default 3)")
+    p.add_argument("--iterations", type=positive_int, default=20,
+                   help="iterations in each timing window, at most (default 20; --window-seconds may cut it)")
+    p.add_argument("--repeat", type=positive_int, default=3,
+                   help="timing windows run back to back; the throughput is their median, with their spread "
+                        "(default 3)")
+    p.add_argument("--window-seconds", type=seconds_or_off, default=10.0,
+                   help="cut each timing window (and the trace window) to about this long at the warm-up's "
+                        "iteration time, so a slow model's run ends in minutes (default 10; 0: no cut)")
+    p.add_argument("--trace-iterations", type=nonnegative_int, default=3,
+                   help="iterations in the trace window, at most (default 3)")
     p.add_argument("--max-seconds", type=positive_float, default=600.0,
                    help="time budget for warm-up plus timing window (default 600)")
     p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for the framework (default: its own)")
@@ -46,7 +54,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_arguments(p)
-    p.add_argument("--batch", type=positive_int, default=None, help="batch size (default: the model's own default)")
+    p.add_argument("--batch", type=positive_int, default=None,
+                   help="batch size (default: the model's own; on the CPU a smaller one for the image models, "
+                        "`tbd suite` lists them)")
     add_run_arguments(p)
     p.add_argument("--out", type=Path, default=None,
                    help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>-<time>)")
@@ -67,23 +77,31 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     if info.fixed_batch is not None and args.batch not in (None, info.fixed_batch):
         raise UsageError(f"{args.model} fixes its batch at {info.fixed_batch} per iteration, as the TBD paper ran it",
                          hint="drop --batch")
-    batch = args.batch if args.batch is not None else info.default_batch
+    on_cpu = frameworks.planned_device(args.device) == "cpu"
+    batch = args.batch if args.batch is not None else (info.cpu_batch or info.default_batch) if on_cpu \
+        else info.default_batch
     frameworks.runtime(args.framework)  # not installed -> one line naming the install command
     return RunSpec(model=args.model, framework=args.framework, batch=batch, device=args.device, size=args.size,
                    warmup=args.warmup, iterations=args.iterations, trace_iterations=args.trace_iterations,
                    max_seconds=args.max_seconds, seed=args.seed,
                    threads=args.threads if args.threads is not None else info.default_threads.get(args.framework),
                    memory_limit_bytes=int(args.memory_limit_gib * 2**30) if args.memory_limit_gib else None,
-                   peak_flops=args.peak_flops)
+                   peak_flops=args.peak_flops, repeat=args.repeat, window_seconds=args.window_seconds)
 
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     # A default directory is new and unique (two runs started in the same second get -2, -3, ...).
-    run_dir = Path(args.out) if args.out else rundir.new_run_dir(spec)
+    device = frameworks.planned_device(spec.device)
+    run_dir = Path(args.out) if args.out else rundir.new_run_dir(spec, device=device)
     with StageProgress(stderr_console(), enabled=not args.quiet) as progress:
-        outcome = profile_run(spec, run_dir, progress, force=args.force)
-    profile = outcome.profile
+        # The first line comes before the child starts (its framework import alone takes seconds).
+        size = " (test size)" if spec.size == "test" else ""
+        where = "the GPU if the framework sees one, else the CPU" if device == "auto" else device
+        progress.say(f"profiling {spec.model}{size} in {spec.framework} on {where}, batch "
+                     f"{spec.batch}; run directory {run_dir}")
+        outcome = profile_run(spec, run_dir, progress, force=args.force, rename_after_device=not args.out)
+    profile, run_dir = outcome.profile, outcome.run_dir or run_dir
     if args.ncu is not None and not outcome.exit_code:
         profile = measure_with_ncu(profile, run_dir, args.ncu, announce=lambda line: stderr_console().print(
             f"tbd: {line}", highlight=False, markup=False))

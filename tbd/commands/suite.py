@@ -23,24 +23,30 @@ def _has_runtime(framework: str) -> bool:
     return True
 
 
-def suite_rows(framework: str | None = None) -> list[dict]:
-    """One row per model x framework: the registry's facts and availability here, with the reason."""
-    installed = {fw: _has_runtime(fw) for fw in registry.FRAMEWORKS}
+def suite_rows(framework: str | None = None, *, installed: dict[str, bool] | None = None) -> list[dict]:
+    """One row per model x framework: the registry's facts and availability here, with the reason.
+
+    installed: framework -> whether its runtime is usable; None asks this machine (tests pass a fixed one).
+    """
+    if installed is None:
+        installed = {fw: _has_runtime(fw) for fw in registry.FRAMEWORKS}
     rows = []
     for info in registry.MODELS.values():
         for fw in registry.FRAMEWORKS:
             if framework and fw != framework:
                 continue
-            if fw not in info.implementations or importlib.util.find_spec(info.implementations[fw]) is None:
+            implemented = fw in info.implementations and importlib.util.find_spec(info.implementations[fw]) is not None
+            if not implemented:
                 available, why = False, "not implemented yet"
-            elif not installed[fw]:
+            elif not installed.get(fw, False):
                 available, why = False, f"{registry.FRAMEWORK_MODULES[fw]} not installed"
             else:
                 available, why = True, ""
             rows.append({"model": info.name, "framework": fw, "application": info.application,
                          "dominant_layer": info.dominant_layer, "dataset": info.dataset,
                          "unit": info.throughput_unit, "default_batch": info.default_batch,
-                         "available": available, "why": why})
+                         "cpu_batch": info.cpu_batch or info.default_batch,
+                         "available": available, "implemented": implemented, "why": why})
     return rows
 
 

@@ -13,7 +13,7 @@ from testpaths import ROOT
 from tbd.cli import main
 from tbd.models.pytorch import resnet50
 
-WARMUP, ITERS, TRACE, BATCH = 2, 5, 2, 4
+WARMUP, ITERS, TRACE, BATCH, REPEAT = 2, 5, 2, 4, 2
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +21,7 @@ def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("e2e") / "run"
     code = main(["profile", "resnet50", "--size", "test", "--batch", str(BATCH), "--warmup", str(WARMUP),
                  "--iterations", str(ITERS), "--trace-iterations", str(TRACE), "--device", "cpu",
+                 "--repeat", str(REPEAT), "--window-seconds", "0",
                  "--threads", "1", "--out", str(out), "--quiet", "--ncu", "3"])
     assert code == 0
     return out
@@ -57,22 +58,46 @@ def test_ncu_on_a_cpu_run_is_a_note_and_nothing_else(run_dir, profile):
 
 def test_iterations_and_windows(profile):
     it = profile["iterations"]
-    assert it["warmup"] == WARMUP and it["warmup_detected"] is False and it["stable"] is True
-    assert it["timing_window"] == [WARMUP, WARMUP + ITERS - 1]
+    # a given --warmup is not checked: stable is null ("not checked"), never a claimed true
+    assert it["warmup"] == it["warmup_run"] == WARMUP and it["warmup_detected"] is False and it["stable"] is None
+    timed = REPEAT * ITERS  # the timing windows run back to back
+    assert it["timing_window"] == [WARMUP, WARMUP + timed - 1]
     # one tracer lead-in iteration runs between the windows and is logged, not traced
-    assert it["trace_window"] == [WARMUP + ITERS + 1, WARMUP + ITERS + TRACE]
-    assert len(it["times_s"]) == WARMUP + ITERS + 1 + TRACE
+    assert it["trace_window"] == [WARMUP + timed + 1, WARMUP + timed + TRACE]
+    assert len(it["times_s"]) == WARMUP + timed + 1 + TRACE
     assert it["warmup_s"] == pytest.approx(sum(it["times_s"][:WARMUP]))
 
 
-def test_throughput_is_from_the_timing_window(run_dir, profile):
+def test_throughput_is_the_median_of_the_timing_windows(run_dir, profile):
     log = json.loads((run_dir / "iterations.json").read_text())
-    expected = BATCH * ITERS / (log["timing_window_ns"] / 1e9)
+    repeats = json.loads((run_dir / "raw" / "quality.json").read_text())["repeats"]
+    assert [(r["first"], r["last"]) for r in repeats] == [(WARMUP + i * ITERS, WARMUP + (i + 1) * ITERS - 1)
+                                                          for i in range(REPEAT)]
+    each = [BATCH * ITERS / (r["wall_ns"] / 1e9) for r in repeats]
     tp = profile["metrics"]["throughput"]
-    assert tp["unit"] == "images/s" and tp["value"] == pytest.approx(expected, rel=1e-12)
-    # the window's per-iteration times add up to the window (ends synchronised)
-    first, last = profile["iterations"]["timing_window"]
-    assert sum(log["times_ns"][first:last + 1]) == log["timing_window_ns"]
+    assert tp["unit"] == "images/s" and tp["repeats"] == pytest.approx(each, rel=1e-12)
+    assert tp["value"] == pytest.approx(sum(each) / 2, rel=1e-12)  # the median of two
+    assert tp["spread_pct"] == pytest.approx((max(each) - min(each)) / tp["value"] * 100, rel=1e-9)
+    # each window's per-iteration times add up to it (ends synchronised), and the windows to the log's
+    for r in repeats:
+        assert sum(log["times_ns"][r["first"]:r["last"] + 1]) == r["wall_ns"]
+    assert log["timing_window_ns"] == sum(r["wall_ns"] for r in repeats)
+
+
+def test_measurement_quality_from_the_raw_records(run_dir, profile):
+    q = profile["quality"]
+    raw = json.loads((run_dir / "raw" / "quality.json").read_text())
+    after = json.loads((run_dir / "raw" / "gemm.json").read_text())["flops_per_s"]
+    assert q["gemm_ceiling_flops"] == {"before": raw["gemm_before"]["flops_per_s"], "after": after}
+    # the denominator is the higher of the two ceilings
+    assert profile["metrics"]["flop_util_pct"]["measured_ceiling_flops"] == max(after, raw["gemm_before"]["flops_per_s"])
+    wall = sum(r["load"]["wall_s"] for r in raw["repeats"])
+    assert q["workload_cores"] == pytest.approx(sum(r["load"]["workload_cpu_s"] for r in raw["repeats"]) / wall)
+    # one compute thread (--threads 1) busy through the windows, plus the framework's helper threads
+    assert 0.3 < q["workload_cores"] <= q["cores"] + 0.05
+    assert q["other_load_cores"] == pytest.approx(sum(r["load"]["others_cpu_s"] for r in raw["repeats"]) / wall)
+    assert q["reliable"] == (not q["warnings"])
+    assert [n for n in profile["notes"] if n.startswith("measurement: ")] == [f"measurement: {w}" for w in q["warnings"]]
 
 
 def test_gpu_figures_null_with_reason_on_cpu(profile):

@@ -19,7 +19,8 @@ from tbd.cli import main
 
 # A long timing window on a tiny model: the signal always lands inside it.
 PROFILE = ["profile", "resnet50", "--size", "test", "--batch", "2", "--device", "cpu", "--threads", "1",
-           "--warmup", "1", "--iterations", "100000", "--max-seconds", "600", "--quiet"]
+           "--warmup", "1", "--repeat", "1", "--window-seconds", "0", "--iterations", "100000", "--max-seconds", "600",
+           "--quiet"]
 
 
 def _start(out, *extra):
@@ -213,7 +214,8 @@ def test_ctrl_c_during_warm_up_keeps_a_partial_profile_that_says_where_it_stoppe
     data = json.loads((tmp_path / "r" / "profile.json").read_text())
     assert data["status"] == "partial" and "partial: interrupted by the user during warmup" in data["notes"]
     assert data["metrics"]["throughput"] == {"value": None, "unit": "samples/s", "also": {},
-                                             "reason": "no timing window was completed"}
+                                             "reason": "no timing window was completed", "repeats": [],
+                                             "spread_pct": None}
 
 
 def test_a_second_ctrl_c_soon_after_the_first_still_writes_the_profile(tmp_path):

@@ -23,7 +23,8 @@ def run(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(model) / "run"
     code = main(["profile", model, "--size", "test", "--batch", str(BATCH[model]), "--device", "cpu",
                  "--threads", "1", "--warmup", str(WARMUP), "--iterations", str(ITERS),
-                 "--trace-iterations", str(TRACE), "--out", str(out), "--quiet"])
+                 "--trace-iterations", str(TRACE), "--repeat", "1", "--window-seconds", "0", "--out", str(out),
+                 "--quiet"])
     assert code == 0, (out / "workload.log").read_text() if (out / "workload.log").exists() else model
     return model, out, json.loads((out / "profile.json").read_text())
 

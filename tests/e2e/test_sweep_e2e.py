@@ -28,7 +28,7 @@ from testpaths import ROOT
 from tbd.cli import main
 from tbd.sweep import load_sweep
 
-WINDOWS = ["--warmup", "1", "--iterations", "2", "--trace-iterations", "1", "--threads", "1"]
+WINDOWS = ["--warmup", "1", "--iterations", "2", "--repeat", "1", "--trace-iterations", "1", "--threads", "1"]
 TINY = ["resnet50", "--size", "test", "--device", "cpu", *WINDOWS]
 CAP_GIB = "0.85"  # batch 32 (the start) fits with room; the boundary lies near 200-250 on a 2-core VM
 MAX_BATCH = 1024
@@ -56,7 +56,7 @@ def test_max_sweep_pins_the_largest_batch_that_fits(max_sweep):
     assert sweep.mode == "max" and sweep.memory_limit_bytes == int(float(CAP_GIB) * 2**30)
     largest, smallest = sweep.largest_fitting_batch, sweep.smallest_failing_batch
     assert largest is not None and smallest == largest + 1, sweep.notes  # bisected to adjacent batches
-    assert sweep.points[0].batch == 32  # the model's default batch starts the search
+    assert sweep.points[0].batch == 4  # the model's CPU batch starts the search
     for p in sweep.points:  # monotone: every batch up to the largest ran, every one above ran out of memory
         assert p.status == ("ok" if p.batch <= largest else "oom"), (p.batch, p.status, p.reason)
     assert len(sweep.points) <= 2 * MAX_BATCH.bit_length() + 2  # O(log N) points

@@ -18,7 +18,7 @@ def _run(tmp_path, gemm, bandwidth):
     spec = RunSpec(model="tiny", warmup=1, iterations=2, trace_iterations=0)
     state = LoopState()
     run_stages(hooks, Workload("tiny", lambda: None, 2, "samples/s"), spec, state, tmp_path, lambda event: None, parameters=None, nvml=None,
-               trace_window=lambda: None, gemm_ceiling=gemm, memory_bandwidth=bandwidth,
+               trace_window=lambda n: None, gemm_ceiling=gemm, memory_bandwidth=bandwidth,
                out_of_memory=lambda exc: "can't allocate memory" in str(exc))
     return state
 
@@ -35,8 +35,12 @@ def test_an_out_of_memory_measurement_is_left_out_with_a_note(tmp_path):
     assert not (tmp_path / "raw/gemm.json").exists()
     assert json.loads((tmp_path / "raw/bandwidth.json").read_text()) == {"bytes_per_s": 1e10}
     notes = json.loads((tmp_path / "iterations.json").read_text())["notes"]
-    assert notes == state.notes and len(notes) == 1
-    assert notes[0].startswith("GEMM ceiling not measured: out of memory after the windows")
+    # measured on both sides of the windows: both failed, each says so
+    assert notes == state.notes and len(notes) == 2
+    assert notes[0].startswith("GEMM ceiling before the windows not measured: out of memory")
+    assert notes[1].startswith("GEMM ceiling not measured: out of memory")
+    quality = json.loads((tmp_path / "raw/quality.json").read_text())
+    assert quality["gemm_before"] is None and len(quality["repeats"]) == 1
 
 
 def test_any_other_failure_still_fails_the_run(tmp_path):

@@ -109,3 +109,262 @@ def test_hook_caveat_on_static_alloc_is_passed_on():
     m = memory_breakdown(rec, _trace([120], [100]))
     assert m.allocator_peak == 4000 + 3000 + 3700 + 100
     assert "static_alloc" in m.reasons["at_peak"] and "static_alloc" in m.reasons["allocator_peak"]
+
+
+# --- feature maps (analytic: profilers/mxnet_memory.py) ------------------------------------------------
+
+def test_feature_maps_are_analytic_and_stay_out_of_at_peak():
+    rec = _records()
+    for it, fm in zip(rec["iterations"], (2336, 2400)):
+        it["feature_maps_bytes"] = fm
+    rec["reasons"]["feature_maps"] = "analytic: the forward outputs MXNet's gradient graph reads"
+    m = memory_breakdown(rec, _trace([50, 120, 150, 180, 250], [64, 564, 964, 64, 5000]))
+    assert m.feature_maps == 2400  # max over the traced steps
+    assert m.reasons["feature_maps"].startswith("analytic")
+    assert m.sources == {"weights": "measured", "gradients": "measured", "dynamic": "measured",
+                         "feature_maps": "analytic", "allocator_peak": "measured", "at_peak": "measured"}
+    # The analytic figure is not forced into the measured split: the parts still add up.
+    assert m.at_peak["feature_maps"] is None and m.at_peak["unattributed"] == 964 - 64
+    assert sum(v for v in m.at_peak.values() if v is not None) == m.allocator_peak
+    assert "analytic" in m.reasons["at_peak"]
+    assert m.workspace is None and m.reasons["workspace"]
+
+
+def test_feature_maps_null_with_the_hooks_reason_or_absent_in_older_records():
+    rec = _records(reasons={"feature_maps": "no hybridized block: MXNet builds no graph"})
+    for it in rec["iterations"]:
+        it["feature_maps_bytes"] = None
+    m = memory_breakdown(rec, None)
+    assert m.feature_maps is None and m.reasons["feature_maps"] == "no hybridized block: MXNet builds no graph"
+    assert "feature_maps" not in m.sources
+    m = memory_breakdown(_records(), None)  # raw/memory.json written before feature maps were recorded
+    assert m.feature_maps is None and "predate" in m.reasons["feature_maps"]
+    with pytest.raises(ResultFormatError):
+        bad = _records()
+        bad["iterations"][0]["feature_maps_bytes"] = -1
+        memory_breakdown(bad, None)
+
+
+# A real MXNet 1.9.1 executor debug_str (cut down) of Conv -> BatchNorm -> relu -> Flatten -> Dense: the
+# parser and the keep rule run on it without mxnet.
+_DEBUG_STR = """Symbol Outputs:
+\toutput[0]=dense0_fwd(0)
+Variable:data
+--------------------
+Op:Convolution, Name=conv0_fwd
+Inputs:
+\targ[0]=data(0) version=0
+\targ[1]=conv0_weight(0) version=0
+Attrs:
+\tkernel=(3, 3)
+--------------------
+Op:_identity_with_attr_like_rhs, Name=_head_grad_0_id
+Inputs:
+\targ[0]=_head_grad_0(0) version=0
+\targ[1]=dense0_fwd(0)
+--------------------
+Op:_backward_FullyConnected, Name=dense0_fwd_backward
+Inputs:
+\targ[0]=_head_grad_0_id(0)
+\targ[1]=flatten0(0)
+\targ[2]=dense0_weight(0) version=0
+Control deps:
+\tcdep[0]=dense0_fwd
+--------------------
+Op:_backward_Activation, Name=relu0_fwd_backward
+Inputs:
+\targ[0]=dense0_fwd_backward(0)
+\targ[1]=relu0_fwd(0)
+--------------------
+Op:_backward_BatchNorm, Name=batchnorm0_fwd_backward
+Inputs:
+\targ[0]=relu0_fwd_backward(0)
+\targ[1]=batchnorm0_fwd(1)
+\targ[2]=batchnorm0_fwd(2)
+\targ[3]=conv0_fwd(0)
+\targ[4]=batchnorm0_gamma(0) version=0
+--------------------
+Op:_backward_Convolution, Name=conv0_fwd_backward
+Inputs:
+\targ[0]=batchnorm0_fwd_backward(0)
+\targ[1]=data(0) version=0
+\targ[2]=conv0_weight(0) version=0
+Total 0 MB allocated
+"""
+_NODES = [{"op": "null", "name": "data", "inputs": []}, {"op": "null", "name": "conv0_weight", "inputs": []},
+          {"op": "Convolution", "name": "conv0_fwd", "inputs": [[0, 0, 0], [1, 0, 0]]},
+          {"op": "null", "name": "batchnorm0_gamma", "inputs": []},
+          {"op": "BatchNorm", "name": "batchnorm0_fwd", "inputs": [[2, 0, 0], [3, 0, 0]]},
+          {"op": "Activation", "name": "relu0_fwd", "inputs": [[4, 0, 0]]},
+          {"op": "Flatten", "name": "flatten0", "inputs": [[5, 0, 0]]},
+          {"op": "null", "name": "dense0_weight", "inputs": []},
+          {"op": "FullyConnected", "name": "dense0_fwd", "inputs": [[6, 0, 0], [7, 0, 0]]}]
+
+
+def test_kept_entries_from_a_debug_str_by_hand():
+    from tbd.profilers.mxnet_memory import backward_reads, feature_map_bytes, kept_entries
+
+    forward = {n["name"] for n in _NODES if n["op"] != "null"}
+    reads = backward_reads(_DEBUG_STR, forward)
+    assert ("_backward_Convolution", 1, "data", 0) in reads and len(reads) == 2 + 3 + 2 + 5 + 3  # args of the 5 backward nodes
+    kept = kept_entries(_NODES, reads)
+    # data and weights are variables; dense0's output is read only for its shape (like_rhs); the
+    # flatten is a view of relu0's output, which relu's backward keeps anyway: counted once.
+    assert kept == {("conv0_fwd", 0), ("batchnorm0_fwd", 1), ("batchnorm0_fwd", 2), ("relu0_fwd", 0)}
+    shapes = {"conv0_fwd_output": [2, 4, 6, 6], "batchnorm0_fwd_output": [2, 4, 6, 6],
+              "relu0_fwd_output": [2, 4, 6, 6], "batchnorm0_gamma": [4]}
+    got = feature_map_bytes(_NODES, kept, shapes, {k: "float32" for k in shapes})
+    # conv out 2*4*6*6*4 = 1152, saved mean and var 2 * 4*4 = 32, relu out 1152
+    assert got["bytes"] == 1152 + 32 + 1152 and got["left_out"] == []
+    got = feature_map_bytes(_NODES, kept | {("relu0_fwd", 1)}, shapes, {k: "float32" for k in shapes})
+    assert got["bytes"] == 2336 and got["left_out"] == ["relu0_fwd(1) (Activation)"]
+    shapes["conv0_fwd_output"] = [2, 0, 6, 6]  # shape inference left a dimension unknown: null, not partial
+    got = feature_map_bytes(_NODES, kept, shapes, {k: "float32" for k in shapes})
+    assert got["bytes"] is None and "unknown" in got["reason"]
+
+
+def _train_once(mx, net, x):
+    from mxnet import autograd
+
+    with autograd.record():
+        loss = net(x).sum()
+    loss.backward()
+    mx.nd.waitall()
+
+
+@pytest.mark.parametrize("with_bn", [False, True])
+def test_hook_feature_maps_of_a_tiny_conv_fc_net_by_hand(with_bn):
+    """Runs only where mxnet imports: conv 2->4 (3x3) [, BatchNorm], relu, Flatten, Dense(3) on a [2, 2, 8, 8] batch."""
+    mx = pytest.importorskip("mxnet")
+    from mxnet import gluon
+
+    from tbd.profilers.mxnet import add_feature_maps, memory_records
+    from tbd.profilers.mxnet_memory import GraphCalls
+
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Conv2D(4, 3, in_channels=2), *([gluon.nn.BatchNorm(in_channels=4)] if with_bn else []),
+            gluon.nn.Activation("relu"), gluon.nn.Flatten(), gluon.nn.Dense(3, in_units=4 * 6 * 6))
+    net.initialize(ctx=mx.cpu())
+    net.hybridize()
+    x = mx.nd.ones((2, 2, 8, 8))
+    _train_once(mx, net, x)  # builds the cached graph
+    calls = GraphCalls([net], lambda: [x])
+    with calls.step(7):
+        _train_once(mx, net, x)
+    calls.close()
+    out = 2 * 4 * 6 * 6 * 4  # one [2, 4, 6, 6] float32 map: 1152 B
+    # relu's backward keeps its output (the Flatten view of it is what Dense's backward reads: the
+    # same buffer); without BN the conv output is not read by any backward (relu reads its own
+    # output); with BN, BN's backward keeps its input (the conv output) and its saved mean and var.
+    expected = out + (out + 2 * 4 * 4 if with_bn else 0)
+    snaps = [{"step": 7}]
+    reason = add_feature_maps(snaps, calls, mx, mx.cpu())
+    assert snaps == [{"step": 7, "feature_maps_bytes": expected}]
+    assert reason.startswith("analytic") and "leaves out" not in reason
+    workload = type("W", (), {"model": net, "optimizer": None, "inputs": None})()
+    from tbd.profilers.hook import Device
+
+    rec = memory_records(Device("cpu", -1, mx.cpu()), [{"step": 7, "weights_bytes": 1, "gradients_bytes": 1,
+                                                        "optimizer_state_bytes": None, "input_bytes": None,
+                                                        "feature_maps_bytes": expected}], workload, reason)
+    m = memory_breakdown(rec, None)
+    assert m.feature_maps == expected and m.sources["feature_maps"] == "analytic"
+
+
+def _recount(mx, block, data_shape) -> int:
+    """Independent recount of a hybridized block's kept forward outputs: every node's shape from MXNet's
+    shape inference, listed layer by layer, and what each layer's backward reads as MXNet 1.9 defines it
+    (FGradient of each operator), written out here."""
+    import json
+
+    _, out = block._cached_graph
+    nodes = json.loads(out.tojson())["nodes"]
+    internals = out.get_internals()
+    _, shapes, _ = internals.infer_shape(data=data_shape)
+    shape_of = dict(zip(internals.list_outputs(), shapes))
+    arg_shape = dict(zip(out.list_arguments(), out.infer_shape(data=data_shape)[0]))
+    kept: dict[str, int] = {}
+
+    def keep(key: str, shape) -> None:
+        kept[key] = int(np.prod(shape)) * 4  # float32
+
+    def keep_input(node) -> None:  # the tensor a node reads as its first input, unless it is the batch
+        src = nodes[node["inputs"][0][0]]
+        if src["op"] != "null":
+            keep(src["name"], shape_of[src["name"] + "_output"])
+
+    for node in nodes:
+        op, name = node["op"], node["name"]
+        if op == "null" or op in ("elemwise_add", "_Plus", "broadcast_add"):  # add: its gradient reads nothing
+            continue
+        if op in ("Convolution", "FullyConnected"):  # dW = f(x, dy): the input
+            keep_input(node)
+        elif op == "BatchNorm":  # x, and the saved batch mean and variance ([C] each)
+            keep_input(node)
+            gamma = arg_shape[nodes[node["inputs"][1][0]]["name"]]
+            keep(name + "#mean", gamma)
+            keep(name + "#var", gamma)
+        elif op in ("Activation", "relu"):  # relu's gradient reads its output
+            keep(name, shape_of[name + "_output"])
+        elif op == "Pooling":  # input and output (oneDNN's index workspace is scratch, left out)
+            keep_input(node)
+            keep(name, shape_of[name + "_output"])
+        else:
+            raise AssertionError(f"the recount has no rule for {op}")
+    return sum(kept.values())
+
+
+def test_resnet50_test_size_feature_maps_equal_an_independent_recount():
+    """Runs only where mxnet imports: the hook's figure for one step of the test-size resnet50 at batch 4."""
+    mx = pytest.importorskip("mxnet")
+    from tbd.profilers.mxnet import add_feature_maps
+    from tbd.profilers.mxnet_memory import GraphCalls
+    from tbd.registry import load_builder
+
+    batch = 4
+    w = load_builder("resnet50", "mxnet")(batch, mx.cpu(), "test", 0)
+    w.step()
+    mx.nd.waitall()
+    calls = GraphCalls([w.model, *w.aux_modules], w.inputs)
+    with calls.step(3):
+        w.step()
+    mx.nd.waitall()
+    calls.close()
+    snaps = [{"step": 3}]
+    reason = add_feature_maps(snaps, calls, mx, mx.cpu())
+    model = _recount(mx, w.model, (batch, 3, 32, 32))
+    loss = batch * 10 * 4  # the hybridized loss keeps its log_softmax output [N, classes]
+    assert snaps[0]["feature_maps_bytes"] == model + loss
+    # The recount's own total, as a regression guard: 91,648 B of maps per image (scales with the batch)
+    # + each BatchNorm's saved mean and var, 2 x 4 B per channel over 1,208 BN channels (8 in the stem;
+    # 8+8+32+32, 16+16+64+64, 32+32+128+128, 64+64+256+256 in the four one-block stages).
+    assert model == batch * 91_648 + 2 * 4 * (8 + 80 + 160 + 320 + 640) == 376_256
+    assert "resnet_pool0_fwd(1) (Pooling)" in reason  # the oneDNN pooling workspace, said
+
+
+def test_profile_json_memory_sources_load_and_older_files_without_them():
+    """Memory.sources round-trips through profile.json; a file written before it (no key, or null) loads as {}."""
+    pytest.importorskip("msgspec")  # the trace reader's decoder: absent in the framework venvs
+    import copy
+    import dataclasses
+
+    from testpaths import FIXTURES
+
+    from tbd.collect import profile_from_trace
+    from tbd.profile import Profile
+
+    profile = profile_from_trace(FIXTURES / "kineto_cuda_synthetic.json", sm_clock_mhz=1410)
+    labelled = dataclasses.replace(profile.metrics.memory_bytes, sources={"feature_maps": "analytic"})
+    data = dataclasses.replace(profile, metrics=dataclasses.replace(profile.metrics, memory_bytes=labelled)).to_dict()
+    assert Profile.from_dict(data).metrics.memory_bytes.sources == {"feature_maps": "analytic"}
+    for old in (None, "absent"):
+        d = copy.deepcopy(data)
+        if old is None:
+            d["metrics"]["memory_bytes"]["sources"] = None
+        else:
+            del d["metrics"]["memory_bytes"]["sources"]
+        assert Profile.from_dict(d).metrics.memory_bytes.sources == {}
+    d = copy.deepcopy(data)
+    d["metrics"]["memory_bytes"]["sources"] = {"feature_maps": 3}
+    with pytest.raises(ResultFormatError, match="memory_bytes.sources.feature_maps"):
+        Profile.from_dict(d)

@@ -9,12 +9,14 @@ in test_kernel_report.py.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from tbd.commands.suite import suite_rows
 from tbd.errors import UsageError
 from tbd.profile import (
     COMPLETE,
@@ -33,6 +35,7 @@ from tbd.profile import (
 )
 from tbd.reports.kernel_drilldown import render_kernel_detail, render_kernel_report
 from tbd.reports.kernels_table import shorten_middle
+from tbd.reports.suite import render_suite
 from tbd.reports.terminal import fmt_bytes, fmt_flops, render_profile
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden"  # tools/regen_goldens.py loads this file alone
@@ -59,7 +62,7 @@ NCU_METRICS = ",".join([*(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.s
 #: warm-up 14, timing iterations 14-63 (50), trace iterations 64-66 (3).
 SEQ2SEQ_RERUN = ["env", "TBD_NO_TRACER=1", "tbd", "profile", "seq2seq", "--framework", "pytorch", "--device",
                  "cuda:0", "--warmup", "14", "--batch", "128", "--precision", "fp32", "--iterations", "50",
-                 "--trace-iterations", "3", "--quiet", "--out", "RUN_DIR-ncu"]
+                 "--repeat", "1", "--window-seconds", "0", "--trace-iterations", "3", "--quiet", "--out", "RUN_DIR-ncu"]
 
 
 def _row(name, calls, time_s, total_s, flops, util_pct, precision="fp32", source="analytic", note=None):
@@ -338,6 +341,10 @@ def partial_profile() -> Profile:
     )
 
 
+#: The suite goldens' machine: MXNet missing, so the table shows all three kinds of cell.
+SUITE_INSTALLED = {"pytorch": True, "tensorflow": True, "mxnet": False}
+
+
 def detail_rows(profile: Profile) -> list[KernelRow]:
     """What `tbd kernels --kernel 'elemWiseRNNcell|indexSelect'` shows: a ranked group with every drill-down
     field, and one with no FLOPs, no ncu command and no measured counters."""
@@ -352,6 +359,7 @@ GOLDENS = {
     **{f"kernels_cpu_{w}.txt": (lambda w=w: render_kernel_report(cpu_profile(), top=5, width=w)) for w in WIDTHS},
     **{f"kernel_detail_{w}.txt": (lambda w=w: render_kernel_detail(detail_rows(cuda_profile()), cuda_profile(),
                                                                     width=w)) for w in WIDTHS},
+    **{f"suite_{w}.txt": (lambda w=w: render_suite(suite_rows(installed=SUITE_INSTALLED), width=w)) for w in WIDTHS},
 }
 #: Every renderer, as (profile builder, width) -> text, for the width checks.
 RENDERERS = {
@@ -398,7 +406,7 @@ def test_null_metric_prints_na_with_reason():
     assert "n/a — no CUDA device" in text
     assert "n/a — no CUDA device (NVML: driver not loaded)" in text
     assert "workspace: n/a — no op-scoped allocator events in the trace" in text
-    assert "at peak: 96.4 MiB allocated before" in text  # a reason beside a figure that exists: no "n/a"
+    assert "at allocator peak: 96.4 MiB allocated before" in text  # a reason beside a figure that exists: no "n/a"
     assert "hardware model n/a — CPU clock hidden by the VM" in text
 
 
@@ -452,3 +460,143 @@ def test_top_below_one_is_a_usage_error():
 def test_color_none_is_plain_when_stdout_is_not_a_terminal(monkeypatch):
     monkeypatch.setattr("sys.stdout.isatty", lambda: False, raising=False)
     assert render_profile(partial_profile(), color=None) == render_profile(partial_profile())
+
+
+# --- what a newcomer could not read (issue 15) --------------------------------------------------------------
+
+
+def _with_memory(memory: Memory) -> Profile:
+    profile = cpu_profile()
+    return Profile(**{**profile.__dict__, "metrics": replace(profile.metrics, memory_bytes=memory)})
+
+
+def _memory_section(text: str) -> str:
+    """The lines from the memory title to the next section (a blank line)."""
+    start = text.index("\nMemory:")
+    return text[start:text.index("\n\n", start)]
+
+
+#: The reasons a static_alloc MXNet run's profile.json held when a newcomer read them (issue 15), word for word.
+UNSPLIT = ("MXNet 1.9's profiler records per-device storage totals without addresses or operator tags, so tensors "
+           "kept for backward, operators' transient buffers and other temporaries cannot be told apart; their sum "
+           "is in at_peak['unattributed']")
+STATIC_ALLOC = ("1 hybridized block(s) use static_alloc: their feature maps and workspace live in buffers allocated "
+                "at the first iteration, before tracing, which MXNet's storage counter does not see, so "
+                "allocator_peak leaves them out")
+
+
+def _mxnet_memory() -> Memory:
+    """A static_alloc MXNet run: an exact 310.9 MiB baseline, a 543.2 MiB storage-counter rise."""
+    weights = optimizer = 102_228_128
+    dynamic = optimizer + 19_267_584
+    baseline, rise = weights * 2 + dynamic, 569_569_536
+    at_peak = {"weights": weights, "gradients": weights, "feature_maps": None, "workspace": None, "dynamic": dynamic,
+               "unattributed": rise}
+    reasons = {"feature_maps": UNSPLIT, "workspace": UNSPLIT,
+               "dynamic": "optimizer state + inputs only: other in-iteration allocations are in "
+                          "at_peak['unattributed']",
+               "at_peak": f"weights, gradients, optimizer state and inputs are held from before tracing (exact array "
+                          f"sizes, {baseline} B) and added to allocator_peak; unattributed = the storage counter's "
+                          f"peak rise in the window (feature maps, workspace, temporaries); {STATIC_ALLOC}",
+               "allocator_peak": STATIC_ALLOC}
+    return Memory(weights, weights, None, None, dynamic, baseline + rise, at_peak, reasons)
+
+
+def test_memory_reasons_read_as_english_with_sizes_in_binary_units():
+    memory = _mxnet_memory()
+    for width in WIDTHS:
+        section = _memory_section(render_profile(_with_memory(memory), width=width))
+        assert "at_peak" not in section and "allocator_peak" not in section  # no Python, no field names
+        assert not re.search(r"\d{4,} B\b", section), section  # no raw byte counts
+        flat = " ".join(section.split())
+        assert "their sum is in unattributed at the allocator's peak" in flat
+        assert "unattributed is the storage counter's peak rise" in flat
+        assert "exact array sizes, 310.9 MiB) and added to the allocator peak" in flat
+        assert "543.2 MiB" in flat  # the counter's rise, in the table
+        # One cause, one line: the unsplit counter explains feature maps and workspace alike, and the hook's
+        # static_alloc caveat is both the allocator peak's whole reason and the end of the split's.
+        assert flat.count("per-device storage totals") == 1
+        assert "feature maps, workspace: n/a — MXNet 1.9's profiler" in flat
+        assert flat.count("static_alloc") == 1
+        assert "at allocator peak, allocator peak: 1 hybridized block(s)" in flat
+    # profile.json keeps the exact figures: ints, and the reasons as analysis wrote them.
+    saved = _with_memory(memory).to_dict()["metrics"]["memory_bytes"]
+    assert saved["at_peak"]["unattributed"] == 569_569_536 and saved["allocator_peak"] == 325_951_968 + 569_569_536
+    assert "(exact array sizes, 325951968 B)" in saved["reasons"]["at_peak"]
+
+
+@pytest.mark.parametrize("framework", ["mxnet", "tensorflow"])
+def test_memory_reasons_from_analysis_print_each_clause_once(framework):
+    """Whatever the framework's analysis writes, the terminal says each clause once, in words and units."""
+    from importlib import import_module
+
+    analysis = import_module(f"tbd.analysis.memory_{framework}")
+    its = [{"step": 1, "weights_bytes": 102_000_000, "non_trainable_bytes": 212_992, "gradients_bytes": 102_000_000,
+            "optimizer_state_bytes": 102_000_000, "input_bytes": 19_267_584}]
+    if framework == "mxnet":
+        its[0].pop("non_trainable_bytes")
+    records = {"schema": analysis.RECORDS_SCHEMA, "device_index": -1, "iterations": its, "reasons": {}}
+    memory = analysis.memory_breakdown(records, None)
+    section = _memory_section(render_profile(_with_memory(memory), width=80))
+    assert "at_peak" not in section and "allocator_peak" not in section
+    assert not re.search(r"\d{4,} B\b", section), section
+    reasons = section[section.index("unattributed:"):].split("\n", 2)[2]  # after the legend
+    clauses = [c for line in " ".join(reasons.split()).split(": n/a — ") for c in line.split("; ")]
+    assert len(clauses) == len(set(clauses)), reasons
+
+
+def test_memory_legend_under_the_table_and_reasons_wrap_under_themselves():
+    text = render_profile(cpu_profile(), width=80)
+    lines = text.splitlines()
+    peak = next(i for i, line in enumerate(lines) if line.startswith("allocator peak"))
+    assert [line.split(":")[0] for line in lines[peak + 1:peak + 4]] == ["Own peak", "At allocator peak",
+                                                                         "unattributed"]
+    reasons = lines[peak + 4:lines.index("", peak)]
+    assert reasons and all(line.startswith("  ") for line in reasons)  # a wrapped reason never starts at column 0
+
+
+def test_notes_give_byte_counts_in_binary_units():
+    profile = Profile(**{**cpu_profile().__dict__, "notes": ["cannot cap the address space: 912680550 B asked"]})
+    assert "cannot cap the address space: 870.4 MiB asked" in render_profile(profile, width=120)
+
+
+def test_time_share_legend_names_the_papers_term():
+    for text in (render_profile(cuda_profile(), width=80), render_kernel_report(cpu_profile(), width=80)):
+        flat = " ".join(text.split())
+        assert "Time %: the group's share of the summed" in flat and "calls it Duration %" in flat
+
+
+def test_kernel_detail_gives_bytes_in_units():
+    text = render_kernel_detail(detail_rows(cuda_profile()), cuda_profile(), width=120)
+    assert "bytes moved                    3.03 GB (analytic)" in text
+    assert not re.search(r"\d{1,3}(,\d{3})+ B\b", text)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_suite_fits_without_splitting_words(width):
+    text = render_suite(suite_rows(installed=SUITE_INSTALLED), width=width)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    header = next(line for line in lines if line.startswith("Model "))
+    assert header.split() == ["Model", "pytorch", "tensorflow", "mxnet", "Batch", "CPU", "Throughput", "Dominant",
+                              "layer"]
+    assert len(lines) <= 35  # one screen: it took 85 lines at 120 columns with a row per model x framework
+    cells = {}
+    for line in lines[lines.index(header) + 2:lines.index("")]:  # the first table: models and their frameworks
+        cells.setdefault(line.split()[0], line.split()[1:4])
+    assert cells["resnet50"] == ["yes", "yes", "no"]  # the MXNet port exists, MXNet is missing
+    assert cells["resnet101"] == ["yes", "—", "—"]  # no TensorFlow or MXNet port
+    batches = {line.split()[0]: line.split()[4:6] for line in lines[lines.index(header) + 2:lines.index("")]
+               if line.split()[0] in ("resnet50", "seq2seq")}
+    assert batches == {"resnet50": ["32", "4"], "seq2seq": ["64", "64"]}  # the registry's batch, and on the CPU
+    words = {w for r in suite_rows(installed=SUITE_INSTALLED)
+             for w in " ".join([r["application"], r["dataset"], r["unit"], r["dominant_layer"]]).split()}
+    printed = set(text.split())
+    assert words <= printed, words - printed  # every word whole: none folded across lines
+
+
+def test_byte_counts_in_words_rewrites_only_byte_counts():
+    from tbd.reports.numbers import byte_counts_in_words
+
+    assert byte_counts_in_words("held (569569536 B, exact); -2048 B; 12 B") == "held (543.2 MiB, exact); -2.0 KiB; 12 B"
+    assert byte_counts_in_words("24.1 GB/s, 3 B/s, 128 Bytes, v1.5 B, 12 BF16") == "24.1 GB/s, 3 B/s, 128 Bytes, v1.5 B, 12 BF16"

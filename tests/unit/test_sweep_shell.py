@@ -235,7 +235,7 @@ def test_the_command_prints_the_table_and_the_directory(tmp_path, capsys, oracle
                  "--out", str(out)])
     captured = capsys.readouterr()
     assert code == 0
-    assert fake.calls[:3] == [32, 64, 48]  # the model's default batch first
+    assert fake.calls[:3] == [4, 8, 16]  # the model's CPU batch first
     assert f"sweep directory: {out}" in captured.out and "Largest batch that ran: 39" in captured.out
     assert "batch 32: running" in captured.err
 

@@ -1,0 +1,93 @@
+"""Progress without a terminal: one line per stage with the time since the start, the plan with the
+expected duration; the run directory's device; the child's stage lines in workload.log."""
+
+import io
+import os
+import subprocess
+import sys
+import time
+
+from rich.console import Console
+
+from tbd import frameworks, rundir
+from tbd.records import RunSpec
+from tbd.reports.progress import StageProgress, fmt_duration
+from tbd.runner import _log_stage
+
+
+def _lines(timed_events, end):
+    """Feed (time, event) pairs to a piped StageProgress whose clock reads those times."""
+    out, now = io.StringIO(), [0.0]
+    with StageProgress(Console(file=out, force_terminal=False, width=200), clock=lambda: now[0]) as progress:
+        now[0] = 0.2
+        progress.say("profiling m")
+        for t, e in timed_events:
+            now[0] = t
+            progress(e)
+        now[0] = end
+    return out.getvalue().splitlines()
+
+
+def test_piped_progress_is_one_line_per_stage_with_elapsed_time():
+    lines = _lines([
+        (0.3, {"stage": "build", "done": 0, "total": 1}), (4.0, {"stage": "build", "done": 1, "total": 1}),
+        (4.0, {"stage": "plan", "budget_s": 600.0, "warmup_max_iterations": 200, "window_s": 10.0, "repeat": 3}),
+        (4.0, {"stage": "warmup", "done": 1, "total": None}), (29.0, {"stage": "warmup", "done": 14, "total": None}),
+        (30.0, {"stage": "gemm_before", "done": 0, "total": 1}), (33.0, {"stage": "gemm_before", "done": 1, "total": 1}),
+        (33.0, {"stage": "plan", "expected_s": 95.0, "timing_iterations": 5, "trace_iterations": 3, "repeat": 3,
+                "iteration_s": 2.0}),
+        (33.0, {"stage": "timing", "done": 1, "total": 15, "repeat": 1, "repeats": 3}),
+        (129.0, {"stage": "timing", "done": 15, "total": 15, "repeat": 3, "repeats": 3})], end=130.0)
+    assert lines[0] == "tbd: [   0.2 s] profiling m"
+    assert lines[1] == "tbd: [   4.0 s] building the workload (3.7 s)"
+    assert lines[2].startswith("tbd: [   4.0 s] plan: warm-up until stable (at most 200 iterations), then 3 timing")
+    assert lines[3] == "tbd: [    30 s] warming up (until stable): 14 iterations (26 s)"
+    assert lines[4] == "tbd: [    33 s] measuring the GEMM ceiling (before the windows) (3.0 s)"
+    assert lines[5] == ("tbd: [    33 s] plan: 3 x 5 timing iterations and 3 traced, at 2 s per iteration: about "
+                        "1 min 35 s more")
+    assert lines[6] == "tbd: [2 min 10 s] timing windows: 3 windows, 15 of 15 iterations (1 min 37 s)"
+    assert len(lines) == 7
+
+
+def test_durations_read_as_people_write_them():
+    assert [fmt_duration(s) for s in (0.25, 9.96, 12.4, 61, 3599)] == ["0.2 s", "10.0 s", "12 s", "1 min 01 s",
+                                                                      "59 min 59 s"]
+
+
+def test_the_first_line_comes_within_a_second(tmp_path):
+    """`tbd profile` says what it runs before the child imports its framework."""
+    tbd = os.path.join(os.path.dirname(sys.executable), "tbd")
+    start = time.monotonic()
+    proc = subprocess.Popen([tbd, "profile", "resnet50", "--size", "test", "--out", str(tmp_path / "r")],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        first = proc.stderr.readline()
+        took = time.monotonic() - start
+    finally:
+        proc.kill()
+        proc.wait()
+    assert first.startswith("tbd: [") and "profiling resnet50 (test size) in pytorch on cpu, batch 4" in first
+    assert took < 1.0 + 1.0  # a second, plus the interpreter's start on a loaded machine
+
+
+def test_auto_is_the_cpu_without_a_gpu_driver_and_a_run_dir_is_renamed_after_the_device(tmp_path):
+    assert frameworks.planned_device("auto", nodes=(str(tmp_path / "nvidia0"),)) == "cpu"
+    (tmp_path / "nvidia0").touch()
+    assert frameworks.planned_device("auto", nodes=(str(tmp_path / "nvidia0"),)) == "auto"
+    assert frameworks.planned_device("cuda:1") == "cuda:1"
+    run = rundir.new_run_dir(RunSpec(model="m", batch=4), tmp_path, device="auto")
+    assert "-auto-b4-" in run.name
+    rundir.atomic_write_json(run / rundir.SPEC, {"device": "cuda:0"})
+    renamed = rundir.named_after_device(run)
+    assert renamed.name == run.name.replace("-auto-", "-cuda0-") and (renamed / rundir.SPEC).is_file()
+    assert not run.exists() and rundir.named_after_device(renamed) == renamed
+
+
+def test_the_child_logs_each_stage_in_workload_log(capsys):
+    for e in ({"stage": "build", "done": 0, "total": 1}, {"stage": "build", "done": 1, "total": 1},
+              {"stage": "plan", "expected_s": 5.0}, {"stage": "warmup", "done": 7, "total": None},
+              {"stage": "done"}):
+        _log_stage(e)
+    words = [line.split(" ", 2)[2] for line in capsys.readouterr().err.splitlines()]
+    assert words == ["build started", 'plan: {"expected_s": 5.0}', "build ended: 1 of 1 done", "warmup started",
+                     "warmup ended: 7 of - done", "done started"]
