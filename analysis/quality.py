@@ -13,9 +13,10 @@ So the record keeps what the run can see of that, and says in plain words when i
 - the GEMM ceiling measured before and after the windows, and how far apart they are;
 - the clock at the start and the end, where the kernel shows it.
 
-Thresholds (each a warning, and the run is then not `reliable`) are set from runs on the 2-core
-development machines: quiet, the others took 0.01-0.05 cores, repeats agreed within 2-4 % and the
-two ceilings within 3 %; with one other busy process, 0.9-1.0 cores, and ceilings 30-50 % apart.
+Thresholds (each a warning, and the run is then not `reliable`), against what the 2-core development
+machine measured on 2026-11-25: quiet, `make profile` saw the others take 0.01 cores, its three
+timing windows agree within 1 % and the two ceilings within 1 % (203 and 205 GFLOP/s); beside a busy
+loop the others took 0.8-1.0 cores, the windows spread 6-52 % and the ceilings 25-50 % apart.
 """
 
 from __future__ import annotations
