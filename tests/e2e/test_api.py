@@ -12,7 +12,7 @@ import tbd
 README = ROOT / "README.md"
 
 
-def test_readme_example_runs(tmp_path, monkeypatch):
+def test_readme_example_runs(tmp_path, monkeypatch, capsys):
     code = re.search(r"```python\n(import torch, tbd.*?)```", README.read_text(), re.S).group(1)
     code = code.replace('out="runs/my-mlp"', f'out="{tmp_path / "my-mlp"}"')
     code = code.replace("samples_per_step=64,", "samples_per_step=64, warmup=2, iterations=4, trace_iterations=1,")
@@ -20,6 +20,11 @@ def test_readme_example_runs(tmp_path, monkeypatch):
     exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - the README's own example
     profile = scope["profile"]
     assert profile.status == "complete"
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"throughput: {profile.metrics.throughput.value:,.1f} samples/s"
+    assert printed[1].startswith("FLOP utilization: ") and printed[1].endswith((" %", ")"))
+    # warmup=2 is given, so stability is not checked (None): the example must not call it NOT STABLE
+    assert profile.iterations.stable is None and len(printed) == 2
     saved = json.loads((tmp_path / "my-mlp" / "profile.json").read_text())
     assert saved["metrics"]["throughput"]["value"] == pytest.approx(profile.metrics.throughput.value)
     model = scope["model"]
