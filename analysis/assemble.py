@@ -72,7 +72,7 @@ def with_repeats(value: Throughput, record: Quality | None) -> Throughput:
     scale = record.throughput_median / value.value
     return replace(value, value=record.throughput_median, also={u: v * scale for u, v in value.also.items()},
                    repeats=[r["throughput"] for r in record.repeats if r["throughput"] is not None],
-                   spread_pct=record.throughput_spread_pct)
+                   spread_pct=record.throughput_spread_pct, interval_pct=record.throughput_interval_pct)
 
 
 def iterations_block(log: IterationLog | None) -> Iterations | None:

@@ -8,8 +8,9 @@ So the record keeps what the run can see of that, and says in plain words when i
 
 - other load: CPU seconds of every process outside this workload's tree and the tbd parent over
   the timing windows' wall time, in cores, with the heaviest ones named;
-- the timing window's repeats: each one's throughput, their median (the headline figure) and
-  spread, (max - min) / median;
+- the timing window's repeats: each one's throughput, their median (the headline figure), their
+  spread, (max - min) / median, and the 95 % confidence interval of their mean (`interval_pct`):
+  two runs agree when their intervals overlap;
 - the GEMM ceiling measured before and after the windows, and how far apart they are;
 - the clock at the start and the end, where the kernel shows it.
 
@@ -94,6 +95,26 @@ def _mean_mhz(clock: dict[str, Any] | None) -> float | None:
     return float(np.mean(mhz)) if mhz else None
 
 
+#: Student's t, 97.5 % quantile, by degrees of freedom (any statistics table); beyond 30, the normal's.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def interval_pct(values: list[float]) -> float | None:
+    """Half-width of the 95 % confidence interval of the windows' mean throughput, in % of their median:
+    t(n-1) x sd / sqrt(n). The windows' range alone understates how far another run's figure may
+    land: three windows of a steady run agreed within 0.4 % while the next run's median was 0.6 %
+    off (bench/noisy_machine.py, 2026-11-25); the interval widens with fewer windows as it should."""
+    if len(values) < 2:
+        return None
+    mid = float(np.median(values))
+    if mid <= 0:
+        return None
+    df = len(values) - 1
+    t = _T975[df - 1] if df <= len(_T975) else 1.960
+    return t * float(np.std(values, ddof=1)) / np.sqrt(len(values)) / mid * 100.0
+
+
 def _spread_pct(values: list[float]) -> float | None:
     if len(values) < 2:
         return None
@@ -145,6 +166,7 @@ def measurement_quality(records: dict[str, Any] | None, gemm_after: dict[str, An
         workload_cores=own, other_load_cores=other, tbd_parent_cores=parent, other_processes=named,
         gemm_ceiling_flops={"before": before, "after": after}, gemm_spread_pct=gemm_spread,
         clock_mhz={"start": start, "end": end}, throughput_median=median, throughput_spread_pct=spread,
+        throughput_interval_pct=interval_pct(rates),
         cpu_util_median_pct=float(np.median(cpu)) if cpu else None,
         cpu_util_range_pct=[min(cpu), max(cpu)] if cpu else None,
         repeats=[{"iterations": r.iterations, "wall_s": r.wall_s, "throughput": r.throughput,

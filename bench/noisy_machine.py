@@ -9,9 +9,9 @@ The other job is a plain Python busy loop per thread (`--load-threads`, default 
 machine), started before the first run and stopped after the last; each run is exactly what
 `make profile` runs (`tbd profile resnet50 --framework pytorch`: the CPU defaults). Printed per run:
 the throughput (median of its timing windows), the windows' range and spread, the other load it
-measured and the processes it named, its wall time; then whether the runs agree within their
-reported spread (window ranges overlap, medians no further apart than the larger spread), whether
-every report named the load's pid, and whether each run ended within 3 minutes.
+measured and the processes it named, its warnings, its wall time; then whether the runs agree
+within their reported spread (their 95 % intervals overlap), whether every report named the load's
+pid, and whether each run ended within 3 minutes.
 """
 
 from __future__ import annotations
@@ -60,27 +60,24 @@ def main(argv: list[str] | None = None) -> int:
     for i, (profile, took) in enumerate(results):
         tp, q = profile["metrics"]["throughput"], profile["quality"] or {}
         reps = tp.get("repeats") or [tp["value"]]
-        ranges.append((tp["value"], min(reps), max(reps)))
+        half = tp["value"] * (tp.get("interval_pct") or 0.0) / 100
+        ranges.append((tp["value"], tp["value"] - half, tp["value"] + half))
         named = [o for o in q.get("other_processes", []) if o["pid"] in pids]
         load_text = ", ".join(f"pid {o['pid']} {o['cores']:.2f}" for o in named)
-        print(f"run {i}: {tp['value']:.3f} {tp['unit']} (windows {min(reps):.3f}-{max(reps):.3f}, spread "
-              f"{tp.get('spread_pct') or 0:.1f} %), stable={profile['iterations']['stable']}, other load "
-              f"{q.get('other_load_cores', float('nan')):.2f} cores, load named: {bool(named)} "
-              f"({load_text}), {took:.0f} s")
+        print(f"run {i}: {tp['value']:.3f} {tp['unit']} ±{tp.get('interval_pct') or 0:.2f} % at 95 % (windows "
+              f"{min(reps):.3f}-{max(reps):.3f}, spread {tp.get('spread_pct') or 0:.1f} %), "
+              f"stable={profile['iterations']['stable']}, other load {q.get('other_load_cores', float('nan')):.2f} "
+              f"cores, load named: {bool(named)} ({load_text}), {took:.0f} s")
         for w in q.get("warnings", []):
             print(f"    warning: {' '.join(w.split())}")
-    # Within their reported spread: the runs' window ranges overlap, and their medians differ by no
-    # more than the larger of the spreads they report ((max - min) / median of each run's windows).
-    overlap = max(lo for _, lo, _ in ranges) <= min(hi for _, _, hi in ranges)
+    # Within their reported spread: every run's 95 % interval overlaps every other's.
+    inside = max(lo for _, lo, _ in ranges) <= min(hi for _, _, hi in ranges)
     medians = [m for m, _, _ in ranges]
     gap_pct = (max(medians) - min(medians)) / (sum(medians) / len(medians)) * 100
-    spreads = [(hi - lo) / m * 100 for m, lo, hi in ranges]
-    inside = overlap and gap_pct <= max(spreads)
+    print(f"medians differ by {gap_pct:.2f} %; 95 % intervals overlap: {inside}")
     named_all = all(any(o["pid"] in pids for o in (p["quality"] or {}).get("other_processes", [])) for p, _ in results)
     longest = max(took for _, took in results)
-    print(f"medians differ by {gap_pct:.1f} % (reported spreads {', '.join(f'{x:.1f} %' for x in spreads)}), "
-          f"window ranges overlap: {overlap}; within the reported spread: {inside}; every report named the load: "
-          f"{named_all}; "
+    print(f"every report named the load: {named_all}; "
           f"longest run {longest:.0f} s ({'within' if longest <= 180 else 'OVER'} 3 minutes)")
     return 0 if inside and named_all else 1
 

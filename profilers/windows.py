@@ -41,7 +41,7 @@ def timing_window(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns
     time and samples summed (the short gaps between repeats are left out).
     """
     iterations = spec.iterations if iterations is None else iterations
-    repeats = max(1, int(getattr(spec, "repeat", 1) or 1))
+    repeats = max(1, spec.repeat)
     records = quality.setdefault("repeats", []) if quality is not None else []
     cpu = CpuWindow()
     hooks.synchronize()

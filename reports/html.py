@@ -124,6 +124,7 @@ def _throughput_detail(tp: Throughput, also: str) -> str:
     where = "timing window"
     if len(tp.repeats) > 1:
         spread = f", spread {fmt_pct(tp.spread_pct)}" if tp.spread_pct is not None else ""
+        spread += f", ±{fmt_pct(tp.interval_pct)} at 95 %" if tp.interval_pct is not None else ""
         where = f"median of {len(tp.repeats)} timing windows ({fmt_sig(min(tp.repeats))}–{fmt_sig(max(tp.repeats))}{spread})"
     return f"{where}; also {also}" if also and len(tp.repeats) > 1 else (f"also {also}" if also else where)
 

@@ -34,7 +34,8 @@ def _rows(profile: Profile) -> list[tuple[str, float | int | None, str, str | No
     it = profile.iterations
     if it is not None:
         rows += [("iterations.warmup", it.warmup, "iterations", None), ("iterations.warmup_s", it.warmup_s, "s", None)]
-    rows += [("throughput.spread_pct", tp.spread_pct, "%", None)] if tp.repeats else []
+    rows += [("throughput.spread_pct", tp.spread_pct, "%", None),
+             ("throughput.interval_pct", tp.interval_pct, "%", None)] if tp.repeats else []
     q = profile.quality
     if q is not None:
         rows += [("quality.reliable", int(q.reliable), "bool", None),

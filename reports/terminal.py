@@ -155,6 +155,7 @@ def _throughput_detail(tp: Throughput, also: str) -> str:
     where = "timing window"
     if len(tp.repeats) > 1:
         spread = f", spread {tp.spread_pct:.0f} %" if tp.spread_pct is not None else ""
+        spread += f", ±{tp.interval_pct:.1f} % at 95 %" if tp.interval_pct is not None else ""
         where = (f"median of {len(tp.repeats)} timing windows ({_fmt_rate(min(tp.repeats))}–"
                  f"{_fmt_rate(max(tp.repeats))}{spread})")
     # "also" alone on a single window, as before: the detail column is ~35 cells at 80 columns.

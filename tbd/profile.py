@@ -43,6 +43,7 @@ class Throughput:
     reason: str | None = None
     repeats: list[float] = field(default_factory=list)  # each timing window's own, in run order
     spread_pct: float | None = None  # (max - min) / median of `repeats`; null with one window
+    interval_pct: float | None = None  # half-width of the 95 % interval of their mean, % of `value`
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Quality:
     clock_mhz: dict[str, float | None]  # mean over cores at "start" and "end", null if not shown
     throughput_median: float | None
     throughput_spread_pct: float | None
+    throughput_interval_pct: float | None  # half-width of the 95 % interval of the windows' mean, % of the median
     cpu_util_median_pct: float | None  # the timing windows' CPU utilization (formula (3)), median
     cpu_util_range_pct: list[float] | None  # and its lowest and highest, percent
     repeats: list[dict[str, Any]]  # per timing window: iterations, wall_s, throughput, cpu_util_pct, other_load_cores
@@ -358,7 +360,7 @@ def _load_metrics(data: dict) -> Metrics:
             _require(m, "throughput", dict, "metrics."), "metrics.throughput.", {
                 "value": c.number(null=True), "unit": c.text(), "also": c.mapping(c.number()),
                 "reason": c.text(null=True), "repeats": c.items(c.number(), null=True),
-                "spread_pct": c.number(null=True)}))),
+                "spread_pct": c.number(null=True), "interval_pct": c.number(null=True)}))),
         gpu_busy_pct=_make(Value, c.fields(_require(m, "gpu_busy_pct", dict, "metrics."), "metrics.gpu_busy_pct.", _VALUE)),
         gpu_busy_nvml_pct=_make(Value, c.fields(_require(m, "gpu_busy_nvml_pct", dict, "metrics."),
                                            "metrics.gpu_busy_nvml_pct.", _VALUE)),
@@ -384,6 +386,7 @@ _QUALITY = {"reliable": c.flag(), "warnings": c.items(c.text()), "cores": c.inte
             "gemm_ceiling_flops": c.mapping(c.number(null=True)), "gemm_spread_pct": c.number(null=True),
             "clock_mhz": c.mapping(c.number(null=True)), "throughput_median": c.number(null=True),
             "throughput_spread_pct": c.number(null=True), "repeats": c.items(c.obj()),
+            "throughput_interval_pct": c.number(null=True),
             "cpu_util_median_pct": c.pct(null=True), "cpu_util_range_pct": c.items(c.pct(), null=True),
             "reasons": c.mapping(c.text(), null=True)}
 

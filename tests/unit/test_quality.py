@@ -26,6 +26,9 @@ def test_a_quiet_run_is_reliable_and_its_median_and_spread_are_the_repeats():
     assert q.throughput_median == pytest.approx(40.0)
     assert q.throughput_spread_pct == pytest.approx((max(rates) - min(rates)) / 40.0 * 100)
     assert [r["throughput"] for r in q.repeats] == pytest.approx(rates)
+    # 95 % interval of the mean: t(2) = 4.303 x sd / sqrt(3), in % of the median (40)
+    sd = (sum((r - sum(rates) / 3) ** 2 for r in rates) / 2) ** 0.5
+    assert q.throughput_interval_pct == pytest.approx(4.303 * sd / 3 ** 0.5 / 40.0 * 100)
     assert q.gemm_ceiling_flops == {"before": 50e9, "after": 51e9}
     assert q.gemm_spread_pct == pytest.approx(1e9 / 51e9 * 100)
     assert q.clock_mhz == {"start": 2600.0, "end": 2600.0}
@@ -42,7 +45,7 @@ def test_another_load_is_measured_in_cores_and_named():
     assert not q.reliable
     assert q.warnings[0].startswith("another load used 1.00 cores of 2 during the timing windows (0.90 python hog.py "
                                     "(pid 42); 0.10 make (pid 7))")
-    assert q.reasons["throughput_spread_pct"].startswith("one timing window")
+    assert q.reasons["throughput_spread_pct"].startswith("one timing window") and q.throughput_interval_pct is None
 
 
 def test_a_drifting_ceiling_clock_and_throughput_each_warn():
