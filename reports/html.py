@@ -11,7 +11,7 @@ page's text; writing it (atomically) is the caller's job.
 
 from __future__ import annotations
 
-from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, KernelRow, Memory, Profile, Throughput, Value
+from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, KernelRow, Memory, Profile, Value
 from tbd.reports.figures import run_figures
 from tbd.reports.figures_run import run_title
 from tbd.reports.html_compare import comparison_html
@@ -35,6 +35,7 @@ from tbd.reports.kernel_names import short_kernel_name
 from tbd.reports.kernels_table import ABOVE_PEAK_MARK, above_peak, fmt_window, kernel_noun
 from tbd.reports.numbers import NA, fmt_bandwidth, fmt_bytes_si, fmt_count, fmt_duration, fmt_pct, fmt_rate, fmt_sig
 from tbd.reports.printable import printable
+from tbd.reports.quality_text import machine_parts, throughput_detail
 
 __all__ = ["comparison_html", "profile_html", "sweep_html"]
 #: Kernel groups, ranked groups and op groups shown per table.
@@ -107,26 +108,7 @@ def _iteration_facts(profile: Profile) -> list[tuple[str, str]]:
 
 def _machine_facts(profile: Profile) -> list[tuple[str, str]]:
     """The measurement-quality record in one line; its warnings are among the notes."""
-    q = profile.quality
-    if q is None:
-        return []
-    parts = []
-    if q.other_load_cores is not None:
-        parts.append(f"other processes took {q.other_load_cores:.2f}" + (f" of {q.cores} cores" if q.cores else " cores"))
-    before, after = q.gemm_ceiling_flops.get("before"), q.gemm_ceiling_flops.get("after")
-    if before and after:
-        parts.append(f"GEMM ceiling {fmt_rate(before)} before, {fmt_rate(after)} after the windows")
-    parts.append("figures reliable" if q.reliable else "UNRELIABLE: the notes say why")
-    return [("Machine", " · ".join(parts))]
-
-
-def _throughput_detail(tp: Throughput, also: str) -> str:
-    where = "timing window"
-    if len(tp.repeats) > 1:
-        spread = f", spread {fmt_pct(tp.spread_pct)}" if tp.spread_pct is not None else ""
-        spread += f", ±{fmt_pct(tp.interval_pct)} at 95 %" if tp.interval_pct is not None else ""
-        where = f"median of {len(tp.repeats)} timing windows ({fmt_sig(min(tp.repeats))}–{fmt_sig(max(tp.repeats))}{spread})"
-    return f"{where}; also {also}" if also and len(tp.repeats) > 1 else (f"also {also}" if also else where)
+    return [] if profile.quality is None else [("Machine", " · ".join(machine_parts(profile.quality, fmt_rate)))]
 
 
 def _value_row(label: str, value: Value, detail: str) -> list:
@@ -139,7 +121,7 @@ def _metrics(profile: Profile) -> str:
     tp, flop = m.throughput, m.flop_util_pct
     also = ", ".join(f"{fmt_sig(v)} {printable(unit)}" for unit, v in tp.also.items())
     rows = [["Throughput", maybe(f"{fmt_sig(tp.value)} {printable(tp.unit)}", tp.value, tp.reason),
-             _throughput_detail(tp, also)],
+             throughput_detail(tp, also, fmt_sig, fmt_pct)],
             _value_row("GPU busy", m.gpu_busy_pct, "union of kernel intervals / trace-window wall time"),
             _value_row("NVML utilization.gpu", m.gpu_busy_nvml_pct, "driver samples, timing window"),
             ["FLOP utilization", maybe(fmt_pct(flop.value), flop.value, flop.reason),

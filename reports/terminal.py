@@ -20,18 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tbd.errors import UsageError
-from tbd.profile import (
-    MEMORY_CATEGORIES,
-    PARTIAL,
-    FlopUtil,
-    Iterations,
-    Memory,
-    NoFlopFormula,
-    Profile,
-    Quality,
-    Throughput,
-    Value,
-)
+from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Iterations, Memory, NoFlopFormula, Profile, Quality, Value
 from tbd.reports.kernel_drilldown import rankings, time_table
 from tbd.reports.kernels_table import (
     NA,
@@ -47,6 +36,7 @@ from tbd.reports.kernels_table import (
 )
 from tbd.reports.numbers import byte_counts_in_words, fmt_bytes
 from tbd.reports.printable import printable
+from tbd.reports.quality_text import machine_parts, throughput_detail
 
 LOUD = "bold white on red"
 _GAP_NAME_CHARS = 60
@@ -151,19 +141,6 @@ def _peak_detail(flop: FlopUtil) -> str:
     return f"hardware model; GEMM ceiling {ceiling}"
 
 
-def _throughput_detail(tp: Throughput, also: str) -> str:
-    where = "timing window"
-    if len(tp.repeats) > 1:
-        spread = f", spread {tp.spread_pct:.0f} %" if tp.spread_pct is not None else ""
-        spread += f", ±{tp.interval_pct:.1f} % at 95 %" if tp.interval_pct is not None else ""
-        where = (f"median of {len(tp.repeats)} timing windows ({_fmt_rate(min(tp.repeats))}–"
-                 f"{_fmt_rate(max(tp.repeats))}{spread})")
-    # "also" alone on a single window, as before: the detail column is ~35 cells at 80 columns.
-    if not also:
-        return where
-    return f"{where}; also {also}" if len(tp.repeats) > 1 else f"also {also}"
-
-
 def _cpu_detail(quality: Quality | None) -> str:
     if quality is None or quality.workload_cores is None or quality.other_load_cores is None:
         return "all cores, timing window"
@@ -177,23 +154,11 @@ def _cpu_detail(quality: Quality | None) -> str:
 
 def _measurement(profile: Profile) -> list[RenderableType]:
     """One line on the machine during the windows; what makes figures unreliable is in the notes."""
-    q = profile.quality
-    if q is None:
+    if profile.quality is None:
         return []
-    parts = []
-    if q.other_load_cores is not None:
-        parts.append(f"other load {q.other_load_cores:.2f}" + (f" of {q.cores} cores" if q.cores else " cores"))
-    before, after = q.gemm_ceiling_flops.get("before"), q.gemm_ceiling_flops.get("after")
-    if before and after:
-        first, second = fmt_flops(before), fmt_flops(after)  # before and after the windows
-        same_unit = first.split()[-1] == second.split()[-1]
-        parts.append(f"GEMM ceiling {first.split()[0] if same_unit else first} → {second}")
-    start, end = q.clock_mhz.get("start"), q.clock_mhz.get("end")
-    if start and end:
-        parts.append(f"clock {start:.0f}–{end:.0f} MHz" if abs(end - start) >= 1 else f"clock {start:.0f} MHz")
+    *parts, verdict = machine_parts(profile.quality, fmt_flops)
     line = Text("machine: " + " · ".join(parts) + " · ")
-    line.append("figures reliable" if q.reliable else "UNRELIABLE (notes say why)",
-                style="" if q.reliable else LOUD)
+    line.append(verdict, style="" if profile.quality.reliable else LOUD)
     return [line]
 
 
@@ -207,7 +172,7 @@ def _metrics(profile: Profile) -> list[RenderableType]:
     tp = m.throughput
     also = printable(", ".join(f"{_fmt_rate(v)} {unit}" for unit, v in tp.also.items()))
     table.add_row("Throughput", printable(f"{_fmt_rate(tp.value)} {tp.unit}") if tp.value is not None else NA,
-                  _na(tp.reason) if tp.value is None else _throughput_detail(tp, also))
+                  _na(tp.reason) if tp.value is None else throughput_detail(tp, also, _fmt_rate, lambda v: f"{fmt_pct(v)} %"))
     rows: list[tuple[str, Value, str]] = [
         ("GPU busy", m.gpu_busy_pct, "kernel-interval union / wall time"),
         ("NVML utilization.gpu", m.gpu_busy_nvml_pct, "driver samples, timing window"),
