@@ -215,7 +215,7 @@ def test_ctrl_c_during_warm_up_keeps_a_partial_profile_that_says_where_it_stoppe
     assert data["status"] == "partial" and "partial: interrupted by the user during warmup" in data["notes"]
     assert data["metrics"]["throughput"] == {"value": None, "unit": "samples/s", "also": {},
                                              "reason": "no timing window was completed", "repeats": [],
-                                             "spread_pct": None}
+                                             "spread_pct": None, "interval_pct": None}
 
 
 def test_a_second_ctrl_c_soon_after_the_first_still_writes_the_profile(tmp_path):
