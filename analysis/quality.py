@@ -22,7 +22,7 @@ loop the others took 0.8-1.0 cores, the windows spread 6-52 % and the ceilings 2
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,13 +42,13 @@ STARVED_SHARE = 0.75
 
 @dataclass(frozen=True)
 class RepeatFigures:
+    """One timing window's figures (the whole run's are summed over the windows, not averaged from these)."""
+
     iterations: int
     wall_s: float
     throughput: float | None
     cpu_util_pct: float | None
     other_load_cores: float | None
-    workload_cores: float | None
-    others: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _repeat(rec: dict[str, Any], samples_per_step: float | None) -> RepeatFigures:
@@ -64,9 +64,7 @@ def _repeat(rec: dict[str, Any], samples_per_step: float | None) -> RepeatFigure
     load = rec.get("load") or {}
     load_wall = float(load.get("wall_s") or 0.0)
     other = float(load["others_cpu_s"]) / load_wall if load_wall > 0 and "others_cpu_s" in load else None
-    own = float(load["workload_cpu_s"]) / load_wall if load_wall > 0 and "workload_cpu_s" in load else None
-    others = [{**o, "cores": float(o["cpu_s"]) / load_wall} for o in load.get("others_top") or []] if load_wall else []
-    return RepeatFigures(iterations, wall_s, throughput, cpu_pct, other, own, others)
+    return RepeatFigures(iterations, wall_s, throughput, cpu_pct, other)
 
 
 def _per_wall(cpu_s: list[float | None], wall_s: float) -> float | None:
@@ -120,6 +118,14 @@ def _spread_pct(values: list[float]) -> float | None:
         return None
     mid = float(np.median(values))
     return (max(values) - min(values)) / mid * 100.0 if mid > 0 else None
+
+
+def best_ceiling(after: dict | None, quality: dict | None) -> dict | None:
+    """The higher of the GEMM ceilings measured after and before the windows: a ceiling is the best a
+    matmul reaches, and on a shared machine the lower one measured the other jobs as well."""
+    before = quality.get("gemm_before") if isinstance(quality, dict) else None
+    candidates = [g for g in (after, before) if isinstance(g, dict) and isinstance(g.get("flops_per_s"), (int, float))]
+    return max(candidates, key=lambda g: g["flops_per_s"]) if candidates else after
 
 
 def measurement_quality(records: dict[str, Any] | None, gemm_after: dict[str, Any] | None,

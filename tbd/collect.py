@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tbd import rundir
-from tbd.analysis import memory, memory_mxnet, memory_tensorflow
+from tbd.analysis import memory, memory_mxnet, memory_tensorflow, quality
 from tbd.analysis.assemble import WorkloadInfo, assemble_profile, iteration_log_from_steps
 from tbd.analysis.flops import op_flops, precision_of
 from tbd.analysis.op_bytes import op_bytes
@@ -105,14 +105,6 @@ def _read_run_dir(run_dir: Path) -> _RawRun:
         quality=rundir.read_optional(run_dir, rundir.QUALITY, "measurement-quality records"))
 
 
-def _best_ceiling(after: dict | None, quality: dict | None) -> dict | None:
-    """The higher of the GEMM ceilings measured after and before the windows: a ceiling is the best a
-    matmul reaches, and on a shared machine the lower one measured the other jobs as well."""
-    before = quality.get("gemm_before") if isinstance(quality, dict) else None
-    candidates = [g for g in (after, before) if isinstance(g, dict) and isinstance(g.get("flops_per_s"), (int, float))]
-    return max(candidates, key=lambda g: g["flops_per_s"]) if candidates else after
-
-
 def _checked_quality(records: Any, run_dir: Path) -> dict | None:
     """raw/quality.json if it has the shape analysis/quality.py reads, else ResultFormatError naming it."""
     if records is None:
@@ -160,7 +152,7 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
     return assemble_profile(
         spec=raw.spec, environment=raw.environment, log=log, workload=workload, cpu=raw.cpu, nvml=raw.nvml,
         trace=trace, memory=framework.memory(raw.memory, trace, raw.memory_cross_check),
-        peaks=device_peak_model(raw.environment, device_kind, _best_ceiling(raw.gemm, raw.quality),
+        peaks=device_peak_model(raw.environment, device_kind, quality.best_ceiling(raw.gemm, raw.quality),
                                 raw.spec.get("peak_flops")), status=final,
         bandwidth=device_bandwidth(raw.environment, device_kind, raw.bandwidth), notes=notes,
         reasons={"nvml": nvml_reason}, quality_records=_checked_quality(raw.quality, run_dir), gemm=raw.gemm,
