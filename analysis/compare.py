@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tbd.comparison import ComparedRun, Comparison, Gap, MetricComparison, OpComparison
-from tbd.profile import MEMORY_CATEGORIES, PARTIAL, Profile
+from tbd.profile import MEMORY_CATEGORIES, PARTIAL, Cluster, Profile
 
 _LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 #: The spec keys whose difference changes what a ratio means (the device is what is being compared).
@@ -153,7 +153,50 @@ def metric_comparisons(profiles: Sequence[Profile], ops: Sequence[OpComparison])
         rows.append(_metric(key, label, "%", better, [_value_of(key)(p) for p in profiles]))
     for cat in (*MEMORY_CATEGORIES, "allocator_peak"):
         rows.append(_metric(f"memory.{cat}", _MEMORY_LABELS[cat], "bytes", None, [_memory_of(cat)(p) for p in profiles]))
-    return rows
+    return rows + cluster_comparisons(profiles)
+
+
+#: Why a cluster row is null for a profile without a cluster summary.
+NO_CLUSTER = "no cluster summary: a single-process run"
+
+
+def cluster_comparisons(profiles: Sequence[Profile]) -> list[MetricComparison]:
+    """Multi-rank figures (Profile.cluster) side by side: world size, global throughput, mean
+    communication share, scaling efficiency at the largest process count measured. None when no
+    profile has a cluster summary (the comparison then holds exactly what it held before them)."""
+    clusters = [p.cluster for p in profiles]
+    if all(c is None for c in clusters):
+        return []
+    first_unit = next((c.throughput_unit for c in clusters if c is not None and c.throughput_unit), None)
+
+    def figure(read: Callable[[Cluster], tuple[float | None, str | None]]) -> list[tuple[float | None, str | None]]:
+        return [(None, NO_CLUSTER) if c is None else read(c) for c in clusters]
+
+    throughput = _metric("cluster.global_throughput", "Global throughput", first_unit or "", True, figure(
+        lambda c: (c.global_throughput, c.reasons.get("global_throughput"))))
+    for i, c in enumerate(clusters):
+        if c is not None and c.throughput_unit != first_unit and throughput.ratios[i] is not None:
+            throughput.ratios[i] = None
+            throughput.reasons[i] = f"unit {c.throughput_unit} differs from {first_unit}: no ratio"
+    return [
+        _metric("cluster.world_size", "World size", "ranks", None, figure(
+            lambda c: (c.world_size, None if c.world_size is not None else "the job's world size was not recorded"))),
+        throughput,
+        _metric("cluster.comm_share_pct", "Communication share (mean)", "%", False, figure(
+            lambda c: (c.comm_share_mean_pct, c.reasons.get("comm_share_mean_pct")))),
+        _metric("cluster.scaling_efficiency_pct", "Scaling efficiency (largest N)", "%", True,
+                figure(_largest_scaling)),
+    ]
+
+
+def _largest_scaling(c: Cluster) -> tuple[float | None, str | None]:
+    """The scaling efficiency at the largest process count, or why there is none."""
+    if not c.scaling:
+        return None, c.scaling_reason or "scaling not measured"
+    row = max(c.scaling, key=lambda r: r.processes)
+    if row.efficiency_pct is None:
+        return None, f"at {row.processes} processes: {row.reason or 'not known'}"
+    return row.efficiency_pct, None
 
 
 _MEMORY_LABELS = {"weights": "Weights", "gradients": "Gradients", "feature_maps": "Feature maps",
@@ -273,4 +316,9 @@ def _notes(runs: Sequence[ComparedRun], profiles: Sequence[Profile]) -> list[str
                          "with `tbd analyze` to match its ops")
         if run.traced_iterations is None and p.op_groups:
             notes.append(f"{run.label} has no iterations (ProfilerStep spans): no per-iteration op times")
+    largest = [(run.label, max(r.processes for r in p.cluster.scaling)) for run, p in zip(runs, profiles)
+               if p.cluster is not None and p.cluster.scaling]
+    if len({n for _, n in largest}) > 1:
+        notes.append("scaling efficiency is at different process counts: " +
+                     ", ".join(f"{label} at {n}" for label, n in largest))
     return notes

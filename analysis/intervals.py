@@ -63,3 +63,22 @@ def overlap_length_ns(a_start_ns: np.ndarray, a_end_ns: np.ndarray, b_start_ns: 
     both_s = np.concatenate([np.asarray(a_start_ns, dtype=np.int64), np.asarray(b_start_ns, dtype=np.int64)])
     both_e = np.concatenate([np.asarray(a_end_ns, dtype=np.int64), np.asarray(b_end_ns, dtype=np.int64)])
     return union_length_ns(a_start_ns, a_end_ns) + union_length_ns(b_start_ns, b_end_ns) - union_length_ns(both_s, both_e)
+
+
+def difference(a_start_ns: np.ndarray, a_end_ns: np.ndarray, b_start_ns: np.ndarray,
+               b_end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the a intervals less the union of the b intervals, as disjoint sorted intervals.
+
+    Cut at every end point of either set; a piece [p_i, p_i+1) is kept when a point p_i lies
+    inside A (starts <= p_i minus ends <= p_i of A's merged intervals is 1) and outside B.
+    """
+    a_s, a_e = merge(a_start_ns, a_end_ns)
+    b_s, b_e = merge(b_start_ns, b_end_ns)
+    if a_s.size == 0 or b_s.size == 0:
+        return a_s, a_e
+    points = np.unique(np.concatenate([a_s, a_e, b_s, b_e]))
+    lo, hi = points[:-1], points[1:]
+    in_a = np.searchsorted(a_s, lo, side="right") > np.searchsorted(a_e, lo, side="right")
+    in_b = np.searchsorted(b_s, lo, side="right") > np.searchsorted(b_e, lo, side="right")
+    keep = in_a & ~in_b
+    return merge(lo[keep], hi[keep])

@@ -210,6 +210,22 @@ class FrameworkHook(ABC):
     def nvml_sampler(self, device: Device) -> NvmlSampler:
         return NvmlSampler(device.index)
 
+    def build_options(self, spec: RunSpec, device: Device, build: BuildFn) -> dict[str, Any]:
+        """Extra keyword arguments for the model's build() (PyTorch: `parallel`, several ranks)."""
+        return {}
+
+    def agreement(self) -> Callable[[list[float]], list[float]] | None:
+        """Several ranks: LoopHooks.agree (each value's maximum over the ranks); None for one process."""
+        return None
+
+    def wrap_step(self, step: Callable[[], Any]) -> Callable[[], Any]:
+        """The step the loop runs (PyTorch, several ranks: the test seam for a failing rank)."""
+        return step
+
+    def finish(self, run_root: Path, own_dir: Path) -> None:
+        """After a complete run (several ranks: hand the records to rank 0 and leave the groups)."""
+        return None
+
     # --- the skeleton -----------------------------------------------------------------------
 
     def run(self, spec: RunSpec, run_dir: Path, state: LoopState, progress: ProgressFn,
@@ -223,7 +239,8 @@ class FrameworkHook(ABC):
         progress({"stage": "build", "done": 0, "total": 1})
         build = load_build()
         with self.device_scope(device):
-            workload = build(batch=spec.batch, device=device.handle, size=spec.size, seed=spec.seed)
+            workload = build(batch=spec.batch, device=device.handle, size=spec.size, seed=spec.seed,
+                             **self.build_options(spec, device, build))
         progress({"stage": "build", "done": 1, "total": 1})
         self.run_workload(workload, spec, run_dir, device, state, progress)
 
@@ -232,8 +249,9 @@ class FrameworkHook(ABC):
         """Every stage, raw records after each; the workload's close() runs however they end."""
         try:
             with self.device_scope(device):
-                hooks = LoopHooks(step=workload.step, synchronize=self.synchronizer(device), mark=self.marker(),
-                                  samples_counter=workload.samples_counter, sync_each_iteration=self.queues_work)
+                hooks = LoopHooks(step=self.wrap_step(workload.step), synchronize=self.synchronizer(device),
+                                  mark=self.marker(), samples_counter=workload.samples_counter,
+                                  sync_each_iteration=self.queues_work, agree=self.agreement())
                 params = None if workload.model is None else self.parameter_count(workload.model)
                 run_stages(hooks, workload, spec, state, run_dir, progress, parameters=params,
                            nvml=self.nvml_sampler(device) if device.is_gpu else None,

@@ -17,6 +17,7 @@ import numpy as np
 
 from tbd.errors import TraceFormatError
 from tbd.profilers.kineto_columns import (
+    AnnotationColumns,
     KernelColumns,
     KinetoTrace,
     LaunchColumns,
@@ -135,11 +136,15 @@ class ColumnBuilder:
         op_names = self._names(ops)
         step = self._step_numbers(op_names) >= 0
         steps = [ev for ev, s in zip(ops, step.tolist()) if s]
-        steps += [ev for ev, s in zip(annotations, (self._step_numbers(self._names(annotations)) >= 0).tolist()) if s]
+        marked = self._names(annotations)
+        marked_step = (self._step_numbers(marked) >= 0).tolist()
+        steps += [ev for ev, s in zip(annotations, marked_step) if s]
+        marks = [(ev, code) for ev, code, s in zip(annotations, marked.tolist(), marked_step) if not s]
         if step.any():
             ops, op_names = [ev for ev, s in zip(ops, step.tolist()) if not s], op_names[~step]
         spans = [self._ops(ops, op_names), self._steps(steps), self._launches(launches), self._kernels(kernels),
-                 self._memory(memory), self._python(python), self._lenient_spans(annotations + copies + other)]
+                 self._memory(memory), self._python(python), self._annotations(marks),
+                 self._lenient_spans(copies + other)]
         starts = [s for s, _ in spans if s.size]
         if starts:
             lo = min(int(s.min()) for s in starts)
@@ -213,12 +218,23 @@ class ColumnBuilder:
     def _lenient_spans(self, events: list[Event]) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of events read only for the timed extent; unreadable times are skipped."""
         events = [ev for ev in events if ev.ts is not None]
-        start, ok = _in_range(*us_text_to_ns(list(map(_TS, events))), "ts")
-        end = start.copy()
-        with_dur = [i for i, ev in enumerate(events) if ev.dur is not None and ev.ph == "X"]
-        if with_dur:
-            dur, dur_ok = _in_range(*us_text_to_ns([events[i].dur for i in with_dur]), "dur")
-            end[with_dur] += np.where(dur_ok, np.maximum(dur, 0), 0)
+        start, end, ok = _lenient_times(events)
+        return start[ok], end[ok]
+
+    def _annotations(self, marks: list[tuple[Event, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """User annotations other than steps (with their name codes), read as leniently as the
+        timed extent reads them: kept as columns (Gloo's collectives are annotations), and their extent."""
+        marks = [m for m in marks if m[0].ts is not None]
+        if not marks:
+            return _NO_SPAN
+        events = [ev for ev, _ in marks]
+        start, end, ok = _lenient_times(events)
+        keep = np.flatnonzero(ok)
+        kept = [events[i] for i in keep.tolist()]
+        self._put("annotation.name", np.array([marks[i][1] for i in keep.tolist()], dtype=np.int32))
+        self._put("annotation.start", start[keep])
+        self._put("annotation.dur", end[keep] - start[keep])
+        self._put("annotation.thread", self._threads(kept) if kept else np.zeros(0, dtype=np.int64))
         return start[ok], end[ok]
 
     def _ops(self, ops: list[Event], names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -395,10 +411,26 @@ class ColumnBuilder:
             copies=self.copies, timed_start_ns=self.timed_start, timed_end_ns=self.timed_end,
             categories=tuple(sorted(str(c) for c in self.categories if c is not None)), memory_problem=self.memory_problem,
             negative_durations=self.negative_durations, decode_notes=notes,
-            stack_texts=tuple(clean_name(s) if s else "" for s in self.stack_codes))
+            stack_texts=tuple(clean_name(s) if s else "" for s in self.stack_codes),
+            annotations=AnnotationColumns(c("annotation.name", np.int32), c("annotation.start", np.int64),
+                                          c("annotation.dur", np.int64), c("annotation.thread", np.int64)))
 
 
 _NO_SPAN = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+def _lenient_times(events: list[Event]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, ok) ns of events whose "ts" is not None: ok False where "ts" is unreadable; an
+    unreadable or negative "dur" (or an event that is not "X") ends where it starts."""
+    start, ok = _in_range(*us_text_to_ns(list(map(_TS, events))), "ts")
+    end = start.copy()
+    with_dur = [i for i, ev in enumerate(events) if ev.dur is not None and ev.ph == "X"]
+    if with_dur:
+        dur, dur_ok = _in_range(*us_text_to_ns([events[i].dur for i in with_dur]), "dur")
+        end[with_dur] += np.where(dur_ok, np.maximum(dur, 0), 0)
+    return start, end, ok
+
+
 def _in_range(ns: np.ndarray, ok: np.ndarray, field: str) -> tuple[np.ndarray, np.ndarray]:
     """`ok` also False where a start lies outside [TIME_MIN_NS, TIME_MAX_NS) or a duration's size
     reaches DUR_MAX_NS (`trace_events`: then no end or window length can leave int64)."""

@@ -37,6 +37,18 @@ class StepColumns:
 
 
 @dataclass(frozen=True)
+class AnnotationColumns:
+    """user_annotation spans other than ProfilerStep#N, in file order (read leniently: one whose
+    "ts" is unreadable is left out, an unreadable or negative "dur" counts as 0 ns). Gloo's
+    collectives are recorded this way (`gloo:all_reduce` on its worker threads): profilers.kineto_comm."""
+
+    name: np.ndarray  # int32 name code
+    start_ns: np.ndarray  # int64
+    dur_ns: np.ndarray  # int64
+    thread: np.ndarray  # int64 thread key, as OpColumns.thread
+
+
+@dataclass(frozen=True)
 class LaunchColumns:
     """Runtime/driver calls that carry a correlation id, in file order."""
 
@@ -108,3 +120,4 @@ class KinetoTrace:
     decode_notes: tuple[str, ...] = ()
     # "Call stack" texts of PyTorch 1.8-1.10 ops (with_stack=True): code -> text, "" for none.
     stack_texts: tuple[str, ...] = ("",)  # what was repaired to decode the text (invalid UTF-8, lone surrogates)
+    annotations: AnnotationColumns | None = None  # None: a trace built before this field (every reader sets it)

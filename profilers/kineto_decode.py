@@ -15,6 +15,8 @@ What is sorted where (the conventions `profilers.kineto` documents; PyTorch 1.8-
 brackets; the structs and the per-batch work live in `profilers.kineto_batches`):
 - "X" events of cat "cpu_op" ["Operator"] or "user_annotation" named ProfilerStep#N: the steps;
 - other "cpu_op" ["Operator"] "X" events: the ops;
+- other "user_annotation" "X" events: annotation columns (name, start, duration, thread), read
+  leniently (Gloo's `gloo:all_reduce` spans are annotations: profilers.kineto_comm);
 - "cuda_runtime" / "cuda_driver" ["Runtime"] "X" events: launch calls (their args.correlation);
 - "kernel" ["Kernel"] "X" events: the kernels; "gpu_memcpy" / "gpu_memset" ["Memcpy", "Memset"]:
   counted only;

@@ -45,6 +45,10 @@ class LoopHooks:
     # An engine that queues work and returns at once (MXNet's): the timing window synchronises after
     # every iteration too, so its progress and per-iteration times count iterations done, not queued.
     sync_each_iteration: bool = False
+    # Several ranks (torch.distributed): each value's maximum over every rank. Set, every decision
+    # that ends a stage (warm-up over, budget spent) is taken by all ranks together, so they run the
+    # same iterations: a rank that stopped alone would leave the others waiting in DDP's all-reduce.
+    agree: Callable[[list[float]], list[float]] | None = None
 
 
 @dataclass
@@ -113,17 +117,26 @@ def run_warmup(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns: i
             found = detect_timed(state.times_ns, 1e-9, rule)
             progress({"stage": "warmup", "done": len(state.times_ns), "total": None,
                       "last_s": state.times_ns[-1] / 1e9})
-            if found is not None:
-                # Iterations after `found.start` are already stable; they count as warm-up runs all
+            out_of_budget = len(state.times_ns) >= spec.max_warmup_iterations or hooks.clock() >= deadline_ns
+            start = found.start if found is not None else None
+            if hooks.agree is not None:
+                # Warm-up ends when every rank is stable: the slowest decides, and the stable phase
+                # starts where the last rank's does.
+                unstable, out_of_budget, latest = hooks.agree([float(found is None), float(out_of_budget),
+                                                               float(start or 0)])
+                out_of_budget = bool(out_of_budget)
+                start = int(latest) if not unstable else None
+            if start is not None:
+                # Iterations after the start are already stable; they count as warm-up runs all
                 # the same, since the windows below start fresh after a device synchronisation.
-                state.warmup, state.warmup_run, state.stable = found.start, len(state.times_ns), True
-                if found.noise > NOISY_SIGMA:
+                state.warmup, state.warmup_run, state.stable = start, len(state.times_ns), True
+                if found is not None and found.noise > NOISY_SIGMA:
                     state.notes.append(
                         f"iteration times vary by a factor ~{np.exp(found.noise):.1f} from one iteration to the "
                         "next where the stable phase was found (robust spread): another load on the machine? "
                         "The stable phase is stable only around that noise, and where it starts is that uncertain")
                 return
-            if len(state.times_ns) >= spec.max_warmup_iterations or hooks.clock() >= deadline_ns:
+            if out_of_budget:
                 state.warmup = state.warmup_run = len(state.times_ns)
                 state.stable, state.warmup_detected = False, False  # ran out: no end was detected
                 state.notes.append(
@@ -159,7 +172,9 @@ def run_timing_window(hooks: LoopHooks, iterations: int, state: LoopState, deadl
                 done += 1
                 state.timing_window = (first, first + done - 1)
                 progress({"stage": "timing", "done": done, "total": iterations})
-                if now >= deadline_ns and done < iterations:
+                # Several ranks: the window was sized for every rank alike (windows.window_plan); one
+                # rank cutting it alone would leave the others waiting in the all-reduce.
+                if now >= deadline_ns and done < iterations and hooks.agree is None:
                     state.notes.append(f"time budget reached: timing window cut to {done} of {iterations} iterations")
                     break
         except BaseException:

@@ -72,6 +72,19 @@ def clock_mhz() -> dict[str, Any]:
             "max_mhz": max(hi for _, hi in limits) if limits else None}
 
 
+def workload_processes() -> dict[str, int]:
+    """LoadWindow's roots for this process: itself and the tbd parent; a rank under torchrun (which
+    sets TORCHELASTIC_RUN_ID) counts torchrun's agent and so every rank of its machine as the
+    workload, and the agent's parent as tbd's, so the other ranks are not "another load"."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return {}
+    agent = psutil.Process(os.getppid())
+    try:
+        return {"root_pid": agent.pid, "parent_pid": agent.ppid()}
+    except psutil.Error:
+        return {}
+
+
 class LoadWindow:
     """Reads the census at start() and stop(); stop() returns the window's record (JSON-ready)."""
 
@@ -124,6 +137,7 @@ class LoadWindow:
         return {
             "wall_s": (b["t_ns"] - a["t_ns"]) / 1e9,
             "workload_cpu_s": max(0.0, own_s),
+            "workload_pids": sorted(tree),  # the processes counted as the workload (several ranks: all of them)
             "tbd_parent_cpu_s": parent_s,
             "others_cpu_s": sum(o["cpu_s"] for o in others),
             "others_top": others[:OTHER_PROCESSES_KEPT],

@@ -12,14 +12,19 @@ for a user's own step function; both write the same raw records.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from tbd import rundir
+from tbd.errors import UsageError
 from tbd.profilers import host
+from tbd.profilers.distributed import RankGroup, place_from_env, with_fault
 from tbd.profilers.gemm import measured_gemm_ceiling
 from tbd.profilers.hook import Device, FrameworkHook, TraceWindow, gpu_index
 from tbd.profilers.loop import run_trace_window
@@ -45,14 +50,56 @@ class PyTorchHook(FrameworkHook):
 
     framework = "pytorch"
 
+    def __init__(self) -> None:
+        self.group: RankGroup | None = None  # several ranks under torchrun: the joined process groups
+
     def device(self, requested: str) -> Device:
         """The Device for "auto", "cpu", "cuda" or "cuda:N" (UsageError otherwise)."""
         dev = resolve_device(torch, requested)
         return Device(str(dev), -1 if dev.type == "cpu" else int(dev.index), dev)
 
     def prepare(self, spec: RunSpec, notes: list[str]) -> Device:
+        place = place_from_env()
+        if place is None:
+            setup_torch(torch, spec)
+            return self.device(spec.device)
+        # One GPU per rank: this machine's rank i takes GPU i (as torchrun's LOCAL_RANK means it).
+        device = self.device(f"cuda:{place.local_rank}" if spec.device in ("auto", "cuda")
+                             and torch.cuda.is_available() else spec.device)
+        if spec.threads is None and not device.is_gpu:
+            # The machine's cores shared among its ranks (torchrun alone would give each rank one).
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            spec = replace(spec, threads=max(1, cores // place.local_world_size))
+            notes.append(f"each of the {place.local_world_size} ranks on this machine runs {spec.threads} CPU "
+                         f"thread(s) ({cores} cores shared)")
         setup_torch(torch, spec)
-        return self.device(spec.device)
+        if device.is_gpu:
+            torch.cuda.set_device(device.handle)
+        self.group = RankGroup(torch, place, "nccl" if device.is_gpu else "gloo", spec.rank_timeout_s)
+        return device
+
+    def build_options(self, spec: RunSpec, device: Device, build: Any) -> dict[str, Any]:
+        if self.group is None:
+            return {}
+        if "parallel" not in inspect.signature(build).parameters:
+            raise UsageError(f"{spec.model} does not run under DistributedDataParallel yet",
+                             hint="run it without --nproc-per-node")
+        options = getattr(inspect.getmodule(build), "DDP_OPTIONS", {})
+        return {"parallel": self.group.data_parallel(options)}
+
+    def agreement(self) -> Callable[[list[float]], list[float]] | None:
+        return None if self.group is None else self.group.agree_max
+
+    def wrap_step(self, step: Callable[[], Any]) -> Callable[[], Any]:
+        return step if self.group is None else with_fault(step, self.group.place.rank)
+
+    def finish(self, run_root: Path, own_dir: Path) -> None:
+        """After a complete run: rank 0 gathers the other machines' records; the groups are left."""
+        if self.group is None:
+            return
+        if self.group.place.several_machines:
+            self.group.send_records_to_rank0(own_dir, run_root)
+        self.group.close()
 
     def environment(self, spec: RunSpec, device: Device) -> dict:
         return host.environment(framework_versions(torch), torch=torch, device=device.handle)

@@ -19,7 +19,7 @@ import numpy as np
 from tbd import rundir
 from tbd.profilers.cpu import CpuWindow
 from tbd.profilers.loop import LoopHooks, LoopState, ProgressFn, run_timing_window, run_warmup
-from tbd.profilers.machine_load import LoadWindow, clock_mhz
+from tbd.profilers.machine_load import LoadWindow, clock_mhz, workload_processes
 from tbd.records import RunSpec
 
 
@@ -53,7 +53,7 @@ def timing_window(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns
         for r in range(repeats):
             before_repeat = len(state.times_ns)
             state.timing_window = state.timing_window_ns = state.timing_window_samples = None
-            one, load = CpuWindow(), LoadWindow()
+            one, load = CpuWindow(), LoadWindow(**workload_processes())
             one.start()
             load.start()
             try:
@@ -73,7 +73,7 @@ def timing_window(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns
                     last = records[-1]["last"]
                     state.timing_window, state.timing_window_ns = (first, last), wall_ns
                     state.timing_window_samples = samples
-            if hooks.clock() >= deadline_ns and r + 1 < repeats:
+            if r + 1 < repeats and _agreed(hooks, hooks.clock() >= deadline_ns):
                 state.notes.append(f"time budget reached: timing window run {r + 1} of {repeats} times")
                 break
     finally:
@@ -134,7 +134,7 @@ def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState,
                                                    state.notes)
     gemm_s = (hooks.clock() - t0) / 1e9
     progress({"stage": "gemm_before", "done": 1, "total": 1})
-    plan = window_plan(spec, state, gemm_s)
+    plan = window_plan(spec, state, gemm_s, agree=hooks.agree)
     state.notes.extend(plan.notes)
     progress({"stage": "plan", "expected_s": plan.expected_s, "timing_iterations": plan.timing_iterations,
               "trace_iterations": plan.trace_iterations, "repeat": spec.repeat, "iteration_s": plan.iteration_s})
@@ -175,12 +175,20 @@ class WindowPlan:
     notes: list[str]
 
 
-def window_plan(spec: RunSpec, state: LoopState, gemm_s: float) -> WindowPlan:
+def window_plan(spec: RunSpec, state: LoopState, gemm_s: float,
+                agree: Callable[[list[float]], list[float]] | None = None) -> WindowPlan:
     """The windows' lengths: `--iterations`/`--trace-iterations`, cut so each timing repeat lasts about
-    `--window-seconds` (and the trace window as long) at the stable phase's iteration time."""
+    `--window-seconds` (and the trace window as long) at the stable phase's iteration time.
+
+    With several ranks (`agree`), the slowest rank's iteration and GEMM times size every rank's
+    windows, so all ranks run the same iterations.
+    """
     stable = state.times_ns[state.warmup:] if state.warmup is not None else []
     tail = stable if len(stable) >= 3 else state.times_ns[-5:]
     iteration_s = float(np.median(tail)) / 1e9 if tail else None
+    if agree is not None:
+        slowest, gemm_s = agree([iteration_s or 0.0, gemm_s])
+        iteration_s = slowest or None
     timing, trace, notes = spec.iterations, spec.trace_iterations, []
     if iteration_s and spec.window_seconds:
         by_time = max(1, int(spec.window_seconds // iteration_s))
@@ -199,6 +207,11 @@ def window_plan(spec: RunSpec, state: LoopState, gemm_s: float) -> WindowPlan:
         expected = (spec.repeat * timing * iteration_s + (trace + lead_in) * iteration_s * _TRACE_COST_FACTOR
                     + 2 * gemm_s)
     return WindowPlan(timing, trace, iteration_s, expected, notes)
+
+
+def _agreed(hooks: LoopHooks, flag: bool) -> bool:
+    """`flag` on this rank alone, or (several ranks) on any rank: all ranks then take the same branch."""
+    return flag if hooks.agree is None else bool(hooks.agree([float(flag)])[0])
 
 
 def _unless_out_of_memory(measure: Callable[[], dict | None], out_of_memory: Callable[[BaseException], bool],

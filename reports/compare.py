@@ -33,7 +33,9 @@ def fmt_metric(metric: MetricComparison, value: float | None) -> str:
         return fmt_duration(value)
     if metric.unit == "bytes":
         return fmt_bytes(int(value))
-    return f"{fmt_sig(value, 4)} {metric.unit}"
+    if metric.unit == "ranks":  # a count (the cluster's world size)
+        return f"{int(value):,} ranks"
+    return f"{fmt_sig(value, 4)} {metric.unit}".rstrip()
 
 
 def gap_sentence(comparison: Comparison, gap: Gap) -> str:

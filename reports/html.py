@@ -14,6 +14,7 @@ from __future__ import annotations
 from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, KernelRow, Memory, Profile, Value
 from tbd.reports.figures import run_figures
 from tbd.reports.figures_run import run_title
+from tbd.reports.html_cluster import cluster_section
 from tbd.reports.html_compare import comparison_html
 from tbd.reports.html_page import (
     Cell,
@@ -57,6 +58,7 @@ def profile_html(profile: Profile, title: str | None = None, *, top: int = DEFAU
     noun = kernel_noun(profile)
     body = [_header(profile, title), _metrics(profile), _memory(profile.metrics.memory_bytes),
             _kernels(profile, noun, top), _rankings(profile, noun, top), _op_groups(profile, top),
+            cluster_section(profile.cluster) if profile.cluster is not None else "",
             section("Notes", notes_list(profile.notes) or "<p>none</p>", anchor="notes"),
             figures_section(run_figures(profile))]
     return page(title, body)

@@ -1,4 +1,4 @@
-"""Renders a folder of per-rank traces side by side (`tbd analyze FOLDER`), and its JSON."""
+"""Renders a folder of per-rank traces side by side (`tbd analyze FOLDER`), and its JSON (with the cluster summary)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,22 @@ from typing import Any
 
 from rich.text import Text
 
+from tbd.profile import Cluster, cluster_json
 from tbd.reports.kernels_table import NA, console_text, fmt_pct, fmt_seconds, new_console, plain_table
 from tbd.reports.printable import printable
 
 RANKS_SCHEMA = "tbd.ranks/1"
 
 
-def ranks_json(ranks) -> dict[str, Any]:
-    """{"schema": "tbd.ranks/1", "ranks": [{"rank", "trace", "profile"}]}: each rank's whole profile."""
-    return {"schema": RANKS_SCHEMA,
-            "ranks": [{"rank": r.rank, "trace": str(r.trace), "profile": r.profile.to_dict()} for r in ranks]}
+def ranks_json(ranks, cluster: Cluster | None = None) -> dict[str, Any]:
+    """{"schema": "tbd.ranks/1", "ranks": [{"rank", "trace", "profile"}], "cluster"}: each rank's whole
+    profile, and the cluster summary (as profile.json's "cluster": docs/profile-json.md) when given."""
+    data: dict[str, Any] = {
+        "schema": RANKS_SCHEMA,
+        "ranks": [{"rank": r.rank, "trace": str(r.trace), "profile": r.profile.to_dict()} for r in ranks]}
+    if cluster is not None:
+        data["cluster"] = cluster_json(cluster)
+    return data
 
 
 def render_ranks(ranks, *, width: int = 120, color: bool | None = False) -> str:

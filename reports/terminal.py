@@ -21,6 +21,7 @@ from rich.text import Text
 
 from tbd.errors import UsageError
 from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Iterations, Memory, NoFlopFormula, Profile, Quality, Value
+from tbd.reports.cluster_text import render_cluster
 from tbd.reports.kernel_drilldown import rankings, time_table
 from tbd.reports.kernels_table import (
     NA,
@@ -389,7 +390,10 @@ def render_profile(profile: Profile, *, width: int = 100, color: bool | None = F
     notes = _notes(profile)
     if notes:
         parts += [None, *notes]
-    return console_text(console, parts)
+    text = console_text(console, parts)
+    if profile.cluster is not None:
+        text += "\n" + render_cluster(profile.cluster, width=width, color=color)
+    return text
 
 
 __all__ = ["render_profile", "fmt_bytes", "fmt_flops"]

@@ -15,16 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tbd import rundir
+from tbd import collect_cluster, rundir
 from tbd.analysis import memory, memory_mxnet, memory_tensorflow, quality
 from tbd.analysis.assemble import WorkloadInfo, assemble_profile, iteration_log_from_steps
+from tbd.analysis.cluster import CommTimes, RankInput, cluster_summary, comm_times
 from tbd.analysis.flops import op_flops, precision_of
 from tbd.analysis.op_bytes import op_bytes
 from tbd.analysis.peaks import USER, PeakFlops, PeakModel, device_bandwidth, device_peak_model
 from tbd.analysis.precision import kernel_precisions
-from tbd.errors import ResultFormatError, UsageError
-from tbd.profile import COMPLETE, PARTIAL, Memory, Profile
+from tbd.errors import ResultFormatError, TbdError, UsageError
+from tbd.profile import COMPLETE, PARTIAL, Cluster, Memory, Profile
 from tbd.profilers import kineto, mxnet_trace, tensorflow_trace
+from tbd.profilers.kineto_comm import comm_intervals
 from tbd.profilers.trace_names import clean_name
 from tbd.records import TraceRecords
 
@@ -131,8 +133,13 @@ def _framework(name: str) -> _Framework:
 
 def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = None,
                          extra_notes: list[str] | None = None) -> Profile:
-    """Build the Profile from what the runner wrote; a missing later stage makes it partial."""
+    """Build the Profile from what the runner wrote; a missing later stage makes it partial.
+
+    A multi-process run's folder (records in ranks/rank-K) gives its cluster profile.
+    """
     run_dir = Path(run_dir)
+    if collect_cluster.is_cluster_run(run_dir):
+        return cluster_profile_from_run_dir(run_dir, status=status, extra_notes=extra_notes)
     raw = _read_run_dir(run_dir)
     framework = _framework(raw.spec.get("framework", "pytorch"))
     trace_path = rundir.find_trace(run_dir)
@@ -160,6 +167,14 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
                     "flop_counting": "analytic formulas over recorded op shapes (analysis/flops.py)"})
 
 
+def cluster_profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = None,
+                                 extra_notes: list[str] | None = None, write_ranks: bool = False) -> Profile:
+    """A multi-process run's profile (collect_cluster.py), each rank's folder read as a run directory."""
+    return collect_cluster.cluster_profile(Path(run_dir), read_rank=profile_from_run_dir,
+                                           comm_of=comm_times_from_trace, load=load_profile, status=status,
+                                           extra_notes=extra_notes, write_ranks=write_ranks)
+
+
 def profile_from_trace(path: str | os.PathLike, *, peak_flops: float | None = None,
                        sm_clock_mhz: float | None = None, samples_per_step: float | None = None) -> Profile:
     """Analyse a PyTorch/Kineto trace that tbd did not record.
@@ -177,8 +192,9 @@ def profile_from_trace(path: str | os.PathLike, *, peak_flops: float | None = No
 
 
 def _profile_of_kineto(raw: kineto.KinetoTrace, path: Path, *, peak_flops: float | None = None,
-                       sm_clock_mhz: float | None = None, samples_per_step: float | None = None) -> Profile:
-    trace = _kineto_records(raw, str(path))
+                       sm_clock_mhz: float | None = None, samples_per_step: float | None = None,
+                       trace: TraceRecords | None = None) -> Profile:
+    trace = trace or _kineto_records(raw, str(path))
     environment: dict[str, Any] = {"host": raw.metadata.get("host_name"), "cpu": None, "gpu": None, "versions": {}}
     props = _device_properties(raw.metadata)
     notes = []
@@ -223,6 +239,9 @@ class RankProfile:
     rank: int | None  # distributedInfo's rank, else the number in the file name; None if neither
     trace: Path
     profile: Profile
+    comm: CommTimes | None = None  # its communication and compute time (analysis/cluster.py)
+    comm_reason: str | None = None  # why comm is None
+    distributed: dict | None = None  # the trace's distributedInfo, as recorded
 
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -238,8 +257,8 @@ def trace_files(folder: Path) -> list[Path]:
 def profiles_from_trace_folder(folder: str | os.PathLike, **options: Any) -> list[RankProfile]:
     """Every trace of a folder (one per rank, as torch.profiler writes them) analysed on its own.
 
-    Each one as `profile_from_trace` with `options`; ordered by rank. The rank is the trace's
-    `distributedInfo.rank`, else a number after "rank" in the file name.
+    Each one as `profile_from_trace` with `options`, with its communication time; ordered by
+    rank. The rank is the trace's `distributedInfo.rank`, else a number after "rank" in the file name.
     """
     _check_options(options.get("peak_flops"), options.get("sm_clock_mhz"), options.get("samples_per_step"))
     folder = Path(folder)
@@ -250,14 +269,57 @@ def profiles_from_trace_folder(folder: str | os.PathLike, **options: Any) -> lis
     out = []
     for path in files:
         raw = kineto.read_trace_file(path)
-        profile = _profile_of_kineto(raw, path, **options)
+        records = _kineto_records(raw, str(path))
+        profile = _profile_of_kineto(raw, path, trace=records, **options)
+        comm, why = _comm_of(raw, records)
         dist = raw.metadata.get("distributedInfo")
-        rank = dist.get("rank") if isinstance(dist, dict) and isinstance(dist.get("rank"), int) else None
+        dist = dist if isinstance(dist, dict) else None
+        rank = dist.get("rank") if dist and _small_int(dist.get("rank"), 1 << 24) is not None else None
         if rank is None:
             found = _RANK_IN_NAME.search(path.name)
             rank = int(found.group(1)) if found else None
-        out.append(RankProfile(rank, path, profile))
+        out.append(RankProfile(rank, path, profile, comm, why, dist))
     return sorted(out, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.trace.name))
+
+
+def comm_times_from_trace(path: str | os.PathLike) -> tuple[CommTimes | None, str | None]:
+    """One rank's communication and compute time from its Kineto trace (.json or .json.gz, any era
+    the reader supports; tbd's own, in a run directory, too): (CommTimes, None), or (None, why) when
+    the trace cannot be read (the reader's one-line error) or its window has no length.
+    """
+    path = Path(path)
+    try:
+        raw = kineto.read_trace_file(path)
+        return _comm_of(raw, _kineto_records(raw, str(path), recorded_by_tbd=run_dir_of_trace(path) is not None))
+    except TbdError as exc:
+        return None, f"trace unreadable: {exc.one_line()}"
+
+
+def _comm_of(raw: kineto.KinetoTrace, records: TraceRecords) -> tuple[CommTimes | None, str | None]:
+    c = comm_intervals(raw, records)
+    if c.window_end_ns <= c.window_start_ns:
+        return None, "the trace window has no length (every event at one instant)"
+    return comm_times(c.comm_start_ns, c.comm_end_ns, c.compute_start_ns, c.compute_end_ns,
+                      window_start_ns=c.window_start_ns, window_end_ns=c.window_end_ns, steps=c.steps,
+                      backend_kind=c.backend_kind, wait_start_ns=c.wait_start_ns, wait_end_ns=c.wait_end_ns), None
+
+
+def cluster_of_ranks(ranks: list[RankProfile]) -> Cluster:
+    """The cluster summary of a folder's ranks (analysis/cluster.py); world size and backend from
+    the first distributedInfo that records them, the node count from the hosts when every rank is here."""
+    inputs = [RankInput(r.rank, _host(r.profile), str(r.trace), r.profile, r.comm, r.comm_reason) for r in ranks]
+    infos = [r.distributed for r in ranks if r.distributed]
+    world = next((w for w in (i.get("world_size") for i in infos) if _small_int(w, 1 << 24)), None)
+    backend = next((b[:40] for b in (i.get("backend") for i in infos) if isinstance(b, str)), None)
+    hosts = {i.host for i in inputs}
+    nnodes = len(hosts) if world == len(ranks) and None not in hosts else None
+    return cluster_summary(inputs, world_size=world, nnodes=nnodes, backend=backend,
+                           scaling_reason="not measured: a folder of traces holds one job size")
+
+
+def _host(profile: Profile) -> str | None:
+    host = profile.environment.get("host")
+    return host[:200] if isinstance(host, str) else None
 
 
 def run_dir_of_trace(path: Path) -> Path | None:

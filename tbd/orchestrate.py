@@ -65,13 +65,15 @@ def _child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": os.environ.get("PYTHONUNBUFFERED", "1")}
 
 
-def run_child(run_dir: Path, progress: ProgressSink, signals: ForwardedSignals | None = None) -> ChildExit:
-    """Run the runner child on `run_dir`, forwarding its progress events and the user's signals."""
+def run_child(run_dir: Path, progress: ProgressSink, signals: ForwardedSignals | None = None,
+              command: list[str] | None = None) -> ChildExit:
+    """Run the runner child on `run_dir` (or `command`: torchrun over the ranks' children), forwarding
+    its progress events and the user's signals."""
     own = signals is None
     signals = signals or ForwardedSignals()
     with open(run_dir / rundir.LOG, "ab") as log:
         # Its own session: a terminal's Ctrl-C reaches the parent only, which forwards it once.
-        proc = subprocess.Popen(_child_command(run_dir), stdout=subprocess.PIPE, stderr=log,
+        proc = subprocess.Popen(command or _child_command(run_dir), stdout=subprocess.PIPE, stderr=log,
                                 stdin=subprocess.DEVNULL, env=_child_env(), start_new_session=True)
         try:
             with signals.forward_to(proc) if own else signals.target(proc):

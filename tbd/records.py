@@ -43,6 +43,18 @@ class RunSpec:
     peak_flops: float | None = None  # the user's FP32 peak FLOP/s (--peak-flops), else the device's model
     repeat: int = 1  # timing windows run back to back: the throughput's median and spread come from them
     window_seconds: float | None = None  # each timing repeat (and the trace window) cut to about this long
+    # torch.distributed (PyTorch only): processes per machine and machines, launched under torchrun.
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None  # HOST:PORT of node 0's rendezvous; None: this machine, a free port
+    rdzv_timeout_s: float = 300.0  # the machines must have joined within this
+    rank_timeout_s: float = 300.0  # a collective that waits this long for a rank ends the run
+
+    @property
+    def world_size(self) -> int:
+        """Processes in the run, all machines together (1: a plain single-process run)."""
+        return self.nproc_per_node * self.nnodes
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

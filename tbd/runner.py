@@ -28,6 +28,7 @@ from typing import Any
 
 from tbd import registry, rundir
 from tbd.errors import TbdError
+from tbd.profilers.distributed import place_from_env, rank_dir
 from tbd.profilers.loop import LoopState
 from tbd.records import RunSpec
 
@@ -52,11 +53,13 @@ class ParentGone(Exception):
     """The parent's end of the progress pipe closed: it died (SIGKILL, a crash) mid-run."""
 
 
-_logged: dict[str, Any] = {"stage": None, "event": None}
+_logged: dict[str, Any] = {"stage": None, "event": None, "rank": None}
 
 
 def _progress(event: dict) -> None:
     _log_stage(event)
+    if _logged["rank"] is not None:  # several ranks share torchrun's stdout: each event says whose it is
+        event = {**event, "rank": _logged["rank"]}
     try:
         sys.stdout.write(json.dumps(event) + "\n")
         sys.stdout.flush()
@@ -114,8 +117,26 @@ def _capped(run_dir: Path, limit: int) -> bool:
     return True
 
 
+def _own_rank_dir(run_dir: Path) -> Path:
+    """Under torchrun, this rank's own RUN_DIR/ranks/rank-K (spec.json copied in, stderr sent to its
+    workload.log, so a failing rank's log is its own); else `run_dir` itself."""
+    place = place_from_env()
+    if place is None:
+        return run_dir
+    own = rank_dir(run_dir, place.rank)
+    own.mkdir(parents=True, exist_ok=True)
+    rundir.atomic_write_bytes(own / rundir.SPEC, (run_dir / rundir.SPEC).read_bytes())
+    log = os.open(own / rundir.LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stderr.flush()
+    os.dup2(log, sys.stderr.fileno())
+    os.close(log)
+    _logged["rank"] = place.rank
+    return own
+
+
 def run(run_dir: Path) -> int:
     """Run the spec in `run_dir`; returns the exit code."""
+    root, run_dir = run_dir, _own_rank_dir(run_dir)
     spec = RunSpec.from_dict(rundir.read_json(run_dir / rundir.SPEC, "run spec"))
     state = LoopState()
     hook = None
@@ -153,6 +174,12 @@ def run(run_dir: Path) -> int:
         return _crash(run_dir, state, exc)
     _log_stage({"stage": "done"})
     _status(run_dir, "complete", state.stage)
+    try:
+        hook.HOOK.finish(root, run_dir)
+    except Exception as exc:  # noqa: BLE001 - the rank's own records are complete; say what failed after
+        traceback.print_exc()
+        _status(run_dir, "crash", "gather", f"{type(exc).__name__} while handing the records to rank 0: {exc}")
+        return EXIT_CRASH
     return EXIT_OK
 
 

@@ -34,6 +34,7 @@ and `batch` (= t_max) is then the batch of the training convolution.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import torch
 
@@ -60,7 +61,8 @@ def default_workers(size: str) -> int:
 
 
 def build(batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
-          *, pool_size: int = POOL_SIZE, workers: int | None = None) -> Workload:
+          *, pool_size: int = POOL_SIZE, workers: int | None = None,
+          parallel: Callable[[torch.nn.Module], torch.nn.Module] | None = None) -> Workload:
     """A3C training workload: this process is one actor-learner, `workers - 1` more run in the background.
 
     Args:
@@ -70,11 +72,16 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         seed: fixes the weights, and each learner's environment and action draws.
         pool_size: rollout buffers (uint8 [t_max + 1, 4, side, side]) on the device, cycled through.
         workers: actor-learner processes in all, this one included; None means default_workers(size).
+        parallel: must be None: A3C's learners are asynchronous (Hogwild) by design, so
+            synchronous data-parallel training (DistributedDataParallel) does not apply.
     Returns:
         Workload whose step() is one update of this process's learner; throughput counts the frames
         of all workers (samples_counter); close() stops the background workers.
     """
     check_build_args(batch, size, tuple(SIZES), pool_size)
+    if parallel is not None:
+        raise UsageError("a3c trains with its own asynchronous worker processes; multi-process data parallel "
+                         "does not apply", hint="run a3c without --nproc-per-node")
     if workers is None:
         workers = default_workers(size)
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:

@@ -40,6 +40,7 @@ Deliberate departures (none changes a layer's shape except where noted):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -122,7 +123,7 @@ def _on_data(seq: PackedSequence, fn) -> PackedSequence:
 
 
 def build(batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
-          *, pool_size: int = POOL_SIZE) -> Workload:
+          *, pool_size: int = POOL_SIZE, parallel: Callable[[nn.Module], nn.Module] | None = None) -> Workload:
     """Deep Speech 2 training workload: SGD with momentum on `pool_size` synthetic utterance batches.
 
     Args:
@@ -131,6 +132,9 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         size: "full" (deepspeech.cfg) or "test" (tiny, same layer types, 0.5-1 s utterances, for CI).
         seed: fixes weight init and data (drawn on the CPU, so identical on every device).
         pool_size: synthetic batches kept on the device and cycled through by step().
+        parallel: wraps the model for data-parallel training (e.g. in DistributedDataParallel);
+            step() runs the forward pass through the wrapper, while Workload.model and the
+            optimizer keep the unwrapped model. None: single process.
     Returns:
         Workload whose step() runs one iteration and returns the loss tensor (no host sync);
         samples_per_step is the pool's mean seconds of audio per batch (throughput in audio_s/s),
@@ -146,6 +150,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     model.to(device).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=3e-4, momentum=0.9)  # deepspeech.cfg [optimizer]
     ctc = nn.CTCLoss(blank=BLANK, reduction="sum", zero_infinity=True)
+    net = parallel(model) if parallel else model
 
     host_pool = [speech_batch(batch, config, generator) for _ in range(pool_size)]
     # Lengths stay on the host: packing and CTC want them there, so the step never syncs.
@@ -154,7 +159,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
 
     def train_step(spec, frames, targets, target_lengths) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        log_probs, lengths = model(spec, frames)
+        log_probs, lengths = net(spec, frames)
         loss = ctc(log_probs, targets, lengths, target_lengths) / batch
         loss.backward()
         optimizer.step()

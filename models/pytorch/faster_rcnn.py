@@ -44,6 +44,7 @@ Deliberate departures, each for a stated reason:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -240,7 +241,7 @@ def _swap_batchnorm(module: nn.Module) -> None:
 
 
 def build(batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
-          *, pool_size: int = POOL_SIZE) -> Workload:
+          *, pool_size: int = POOL_SIZE, parallel: Callable[[nn.Module], nn.Module] | None = None) -> Workload:
     """Faster R-CNN training workload: SGD with momentum, one synthetic VOC-like image per step, on `device`.
 
     Args:
@@ -249,6 +250,9 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         size: "full" (ResNet-101 C4, 600-pixel images) or "test" (tiny, same structure, ~96x128 images).
         seed: fixes weights, frozen BN statistics, images and the step's anchor/RoI sampling.
         pool_size: synthetic images kept on the device and cycled through by step().
+        parallel: wraps the model for data-parallel training (e.g. in DistributedDataParallel);
+            step() runs the forward pass through the wrapper, while Workload.model and the
+            optimizer keep the unwrapped model. None: single process.
     Returns:
         Workload whose step() runs one iteration and returns the summed loss tensor; on a GPU
         the only host syncs in it are NMS's loop checks.
@@ -270,6 +274,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     # The reference's recipe (MXNet example/rcnn train.py, py-faster-rcnn): SGD, lr 0.001,
     # momentum 0.9, weight decay 0.0005.
     optimizer = torch.optim.SGD(trainable, lr=1e-3, momentum=0.9, weight_decay=5e-4)
+    net = parallel(model) if parallel else model
 
     host_pool = [voc_like_image(cfg, generator) for _ in range(pool_size)]
     pool = [(image.to(device), boxes.to(device), labels.to(device), RPN_MIN_SIZE * scale)
@@ -278,7 +283,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
 
     def train_step(image, boxes, labels, min_size) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        loss = sum(model(image, boxes, labels, min_size, sampler).values())
+        loss = sum(net(image, boxes, labels, min_size, sampler).values())
         loss.backward()
         optimizer.step()
         return loss

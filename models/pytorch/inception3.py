@@ -257,7 +257,7 @@ class Inception3(nn.Module):
 
 
 def build(batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
-          *, pool_size: int = POOL_SIZE) -> Workload:
+          *, pool_size: int = POOL_SIZE, parallel: Callable[[nn.Module], nn.Module] | None = None) -> Workload:
     """Inception-v3 training workload: RMSProp on `pool_size` synthetic 299x299 batches on `device`.
 
     Args:
@@ -266,6 +266,9 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         size: "full" (ImageNet-sized Inception-v3) or "test" (narrow, same block types, for CI).
         seed: fixes weight init and data (drawn on the CPU, so identical on every device).
         pool_size: synthetic batches kept on the device and cycled through by step().
+        parallel: wraps the model for data-parallel training (e.g. in DistributedDataParallel);
+            step() runs the forward pass through the wrapper, while Workload.model and the
+            optimizer keep the unwrapped model. None: single process.
     Returns:
         Workload whose step() runs one iteration (loss = CE(main) + 0.4 CE(aux), both with label
         smoothing 0.1) and returns the loss tensor (no host sync).
@@ -282,13 +285,14 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     # Szegedy et al. 2016, section 8: "RMSProp with decay of 0.9 and epsilon = 1.0", lr 0.045.
     optimizer = torch.optim.RMSprop(model.parameters(), lr=0.045, alpha=0.9, eps=1.0)
     criterion = nn.CrossEntropyLoss(label_smoothing=LABEL_SMOOTHING)
+    net = parallel(model) if parallel else model
 
     pool = [tuple(t.to(device) for t in image_batch(batch, (3, side, side), classes, generator))
             for _ in range(pool_size)]
 
     def train_step(images, labels) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        logits, aux = model(images)
+        logits, aux = net(images)
         loss = criterion(logits, labels) + AUX_WEIGHT * criterion(aux, labels)
         loss.backward()
         optimizer.step()

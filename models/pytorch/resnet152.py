@@ -6,10 +6,15 @@ stride on the 3x3 convolution, as torchvision's resnet152. See models/pytorch/re
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from torch import nn
+
 from tbd.models.base import Workload
 from tbd.models.pytorch.resnet50 import POOL_SIZE, build_variant
 
 
-def build(batch: int, device, size: str = "full", seed: int = 0, *, pool_size: int = POOL_SIZE) -> Workload:
+def build(batch: int, device, size: str = "full", seed: int = 0, *, pool_size: int = POOL_SIZE,
+          parallel: Callable[[nn.Module], nn.Module] | None = None) -> Workload:
     """ResNet-152 training workload; arguments as models.pytorch.resnet50.build_variant."""
-    return build_variant("resnet152", batch, device, size, seed, pool_size=pool_size)
+    return build_variant("resnet152", batch, device, size, seed, pool_size=pool_size, parallel=parallel)

@@ -10,6 +10,7 @@ ResNet-101 (3, 4, 23, 3) and ResNet-152 (3, 8, 36, 3).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -74,13 +75,14 @@ def resnet(depths: tuple[int, ...], num_classes: int = 1000, width: int = 64) ->
 
 
 def build(batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
-          *, pool_size: int = POOL_SIZE) -> Workload:
+          *, pool_size: int = POOL_SIZE, parallel: Callable[[nn.Module], nn.Module] | None = None) -> Workload:
     """ResNet-50 training workload; see `build_variant`."""
-    return build_variant("resnet50", batch, device, size, seed, pool_size=pool_size)
+    return build_variant("resnet50", batch, device, size, seed, pool_size=pool_size, parallel=parallel)
 
 
 def build_variant(variant: str, batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
-                  *, pool_size: int = POOL_SIZE) -> Workload:
+                  *, pool_size: int = POOL_SIZE, parallel: Callable[[nn.Module], nn.Module] | None = None
+                  ) -> Workload:
     """ResNet-50/101/152 training workload: SGD with momentum on `pool_size` synthetic batches on `device`.
 
     Args:
@@ -89,6 +91,9 @@ def build_variant(variant: str, batch: int, device: "torch.device | str", size: 
         size: "full" (ImageNet-sized ResNet-50) or "test" (tiny, same architecture, for CI).
         seed: fixes weight init and data (drawn on the CPU, so identical on every device).
         pool_size: synthetic batches kept on the device and cycled through by step().
+        parallel: wraps the model for data-parallel training (e.g. in DistributedDataParallel);
+            step() runs the forward pass through the wrapper, while Workload.model and the
+            optimizer keep the unwrapped model. None: single process.
     Returns:
         Workload whose step() runs one iteration and returns the loss tensor (no host sync).
     """
@@ -105,13 +110,14 @@ def build_variant(variant: str, batch: int, device: "torch.device | str", size: 
     # scaled linearly with the batch.
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1 * batch / 256, momentum=0.9, weight_decay=1e-4)
     criterion = nn.CrossEntropyLoss()
+    net = parallel(model) if parallel else model
 
     pool = [tuple(t.to(device) for t in image_batch(batch, (3, side, side), classes, generator))
             for _ in range(pool_size)]
 
     def train_step(images, labels) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        loss = criterion(model(images), labels)
+        loss = criterion(net(images), labels)
         loss.backward()
         optimizer.step()
         return loss

@@ -21,6 +21,8 @@ nn.LSTM call (cuDNN on a GPU) over the whole target sentence under teacher forci
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -68,7 +70,7 @@ class Seq2Seq(nn.Module):
 
 
 def build(batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
-          *, pool_size: int = POOL_SIZE) -> Workload:
+          *, pool_size: int = POOL_SIZE, parallel: Callable[[nn.Module], nn.Module] | None = None) -> Workload:
     """Seq2Seq training workload: Adam on `pool_size` synthetic sentence-pair batches on `device`.
 
     Args:
@@ -77,6 +79,9 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         size: "full" (the paper's NMT model) or "test" (tiny, same architecture, for CI).
         seed: fixes weight init and data (drawn on the CPU, so identical on every device).
         pool_size: synthetic batches kept on the device and cycled through by step().
+        parallel: wraps the model for data-parallel training (e.g. in DistributedDataParallel);
+            step() runs the forward pass through the wrapper, while Workload.model and the
+            optimizer keep the unwrapped model. None: single process.
     Returns:
         Workload whose step() runs one iteration and returns the loss tensor (no host sync);
         units_per_step["tokens/s"] is the mean over the pool of tokens per batch (see batch_tokens).
@@ -95,6 +100,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     # Adam's two state tensors per parameter show up as "dynamic" memory.)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     criterion = nn.CrossEntropyLoss(ignore_index=PAD)  # mean over real (non-pad) target tokens
+    net = parallel(model) if parallel else model
 
     host_pool = [sentence_pair_batch(batch, vocab, shortest, longest, generator) for _ in range(pool_size)]
     # Lengths stay on the host: pack_padded_sequence wants them there, and keeping them there
@@ -104,7 +110,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
 
     def train_step(src, src_len, tgt_in, tgt_out) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        logits = model(src, src_len, tgt_in)
+        logits = net(src, src_len, tgt_in)
         loss = criterion(logits.reshape(-1, vocab), tgt_out.reshape(-1))
         loss.backward()
         optimizer.step()

@@ -29,6 +29,7 @@ Deliberate choices, none changing the step's cost:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -175,7 +176,7 @@ def inverse_sqrt_lr(step: int, d_model: int, warmup: int) -> float:
 
 
 def build(batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
-          *, pool_size: int = POOL_SIZE) -> Workload:
+          *, pool_size: int = POOL_SIZE, parallel: Callable[[nn.Module], nn.Module] | None = None) -> Workload:
     """Transformer-base training workload: Adam + warm-up schedule on `pool_size` synthetic batches on `device`.
 
     Args:
@@ -184,6 +185,9 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         size: "full" (Table 3's base model, vocab 37,000) or "test" (tiny, same architecture, for CI).
         seed: fixes weight init and data (drawn on the CPU, so identical on every device).
         pool_size: synthetic batches kept on the device and cycled through by step().
+        parallel: wraps the model for data-parallel training (e.g. in DistributedDataParallel);
+            step() runs the forward pass through the wrapper, while Workload.model and the
+            optimizer keep the unwrapped model. None: single process.
     Returns:
         Workload whose step() runs one iteration and returns the loss tensor (no host sync);
         units_per_step["tokens/s"] is the mean over the pool of non-pad tokens per batch (batch_tokens).
@@ -203,13 +207,14 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         optimizer, lambda step: inverse_sqrt_lr(step + 1, d_model, warmup))
     # Mean over real target tokens; PyTorch spreads epsilon uniformly over all classes.
     criterion = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=LABEL_SMOOTHING)
+    net = parallel(model) if parallel else model
 
     host_pool = [sentence_pair_batch(batch, vocab, shortest, longest, generator) for _ in range(pool_size)]
     pool = [tuple(t.to(device) for t in pair) for pair in host_pool]
 
     def train_step(src, tgt_in, tgt_out) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        logits = model(src, tgt_in)
+        logits = net(src, tgt_in)
         loss = criterion(logits.reshape(-1, vocab), tgt_out.reshape(-1))
         loss.backward()
         optimizer.step()

@@ -160,7 +160,7 @@ def critic_loss(critic: nn.Module, real: torch.Tensor, fake: torch.Tensor, alpha
 
 
 def build(batch: int, device: "torch.device | str", size: str = "full", seed: int = 0,
-          *, pool_size: int = POOL_SIZE) -> Workload:
+          *, pool_size: int = POOL_SIZE, parallel: Callable[[nn.Module], nn.Module] | None = None) -> Workload:
     """WGAN-GP training workload: n_critic critic updates + 1 generator update per step().
 
     Args:
@@ -171,6 +171,10 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         pool_size: iterations' worth of data kept on the device and cycled through by step();
             each holds n_critic real batches, n_critic + 1 noise batches and n_critic sets of
             interpolation weights.
+        parallel: wraps a network for data-parallel training (e.g. in DistributedDataParallel);
+            the generator and the critic are wrapped separately, and each update runs the forward
+            pass of the network it trains through its wrapper. Workload.model and the optimizers
+            keep the unwrapped networks. None: single process.
     Returns:
         Workload whose step() runs one iteration and returns the last critic update's loss
         (detached, no host sync); samples_per_step = batch * n_critic real images consumed;
@@ -191,7 +195,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     pool = [_iteration_data(batch, side, noise, n_critic, generator, device) for _ in range(pool_size)]
 
     return pool_workload(
-        "wgan", pool, _train_step(gen_net, critic, gen_opt, critic_opt),
+        "wgan", pool, _train_step(gen_net, critic, gen_opt, critic_opt, parallel),
         samples_per_step=batch * n_critic,  # real images the critic consumes per iteration
         throughput_unit="images/s",
         units_per_step={"generator_steps/s": 1.0},
@@ -204,23 +208,27 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
 
 
 def _train_step(gen_net: Generator, critic: Critic, gen_opt: torch.optim.Optimizer,
-                critic_opt: torch.optim.Optimizer) -> Callable[..., torch.Tensor]:
+                critic_opt: torch.optim.Optimizer, parallel: Callable[[nn.Module], nn.Module] | None = None
+                ) -> Callable[..., torch.Tensor]:
     """One WGAN-GP iteration: n_critic critic updates, then one generator update.
 
     The returned function takes one pool entry (reals, noises, alphas) and returns the last
-    critic update's loss (detached).
+    critic update's loss (detached). With `parallel`, each update runs the network it trains
+    through its wrapper, and the other one (which gets no gradients) unwrapped.
     """
+    gen_train, critic_train = (parallel(gen_net), parallel(critic)) if parallel else (gen_net, critic)
+
     def train_step(reals, noises, alphas) -> torch.Tensor:
         for real, z, alpha in zip(reals, noises, alphas):  # noises has one more: the generator's
             critic_opt.zero_grad(set_to_none=True)
             with torch.no_grad():
                 fake = gen_net(z)
-            loss = critic_loss(critic, real, fake, alpha)
+            loss = critic_loss(critic_train, real, fake, alpha)
             loss.backward()
             critic_opt.step()
         gen_opt.zero_grad(set_to_none=True)
         critic.requires_grad_(False)  # gradients for the generator only
-        gen_loss = -critic(gen_net(noises[-1])).mean()
+        gen_loss = -critic(gen_train(noises[-1])).mean()
         gen_loss.backward()
         critic.requires_grad_(True)
         gen_opt.step()

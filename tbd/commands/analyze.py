@@ -1,7 +1,7 @@
 """`tbd analyze TARGET`: the trace analysis on traces that tbd did not record, or on a tbd run.
 
 TARGET is a PyTorch profiler (Kineto) trace; a folder of them (one per rank, analysed side by
-side); or a tbd run directory, or its trace file, of any framework (analysed as the run).
+side, then the cluster summary: communication, overlap, straggler); or a tbd run directory, or its trace file, of any framework (analysed as the run).
 """
 
 from __future__ import annotations
@@ -10,10 +10,17 @@ import argparse
 from pathlib import Path
 
 from tbd import rundir
-from tbd.collect import profile_from_run_dir, profile_from_trace, profiles_from_trace_folder, run_dir_of_trace
+from tbd.collect import (
+    cluster_of_ranks,
+    profile_from_run_dir,
+    profile_from_trace,
+    profiles_from_trace_folder,
+    run_dir_of_trace,
+)
 from tbd.commands.arguments import positive_float, positive_int
 from tbd.commands.common import terminal_width, write
 from tbd.errors import UsageError
+from tbd.reports.cluster_text import render_cluster
 from tbd.reports.ranks import ranks_json, render_ranks
 from tbd.reports.terminal import render_profile
 
@@ -51,9 +58,11 @@ def run(args: argparse.Namespace) -> int:
     elif target.is_dir():
         ranks = profiles_from_trace_folder(target, **options)
         if len(ranks) > 1:
+            cluster = cluster_of_ranks(ranks)
             if args.json:
-                rundir.atomic_write_json(args.json, ranks_json(ranks))
-            write(render_ranks(ranks, width=terminal_width(), color=None))
+                rundir.atomic_write_json(args.json, ranks_json(ranks, cluster))
+            width = terminal_width()
+            write(render_ranks(ranks, width=width, color=None) + "\n" + render_cluster(cluster, width=width, color=None))
             return 0
         profile = ranks[0].profile
     else:

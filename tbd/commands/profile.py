@@ -8,6 +8,7 @@ from pathlib import Path
 from tbd import frameworks, registry, rundir
 from tbd.commands.arguments import memory_gib, nonnegative_int, positive_float, positive_int, seconds_or_off
 from tbd.commands.common import stderr_console, terminal_width, write
+from tbd.distributed_run import check_spec, profile_distributed
 from tbd.errors import UsageError
 from tbd.ncu_measure import measure_with_ncu
 from tbd.orchestrate import profile_run
@@ -68,6 +69,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--force", action="store_true",
                    help="replace a previous tbd run in --out (a folder without a tbd run is never emptied)")
+    add_distributed_arguments(p)
+
+
+def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
+    """Several processes (and machines) on torch.distributed, launched under torchrun (PyTorch)."""
+    g = p.add_argument_group("several processes and machines (PyTorch, torch.distributed under torchrun)")
+    g.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="N",
+                   help="processes on this machine, one per GPU (on the CPU: Gloo, the cores shared); each runs "
+                        "DistributedDataParallel on --batch samples; the profile sums their throughput")
+    g.add_argument("--nnodes", type=positive_int, default=1, metavar="M",
+                   help="machines in the run: start the same command on each, with its own --node-rank")
+    g.add_argument("--node-rank", type=nonnegative_int, default=0, metavar="R",
+                   help="this machine's number, 0 .. M-1; node 0 hosts the rendezvous and writes the cluster profile")
+    g.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
+                   help="node 0's address for the rendezvous, the same on every machine (default: this machine, a "
+                        "free port)")
+    g.add_argument("--rdzv-timeout", type=positive_float, default=300.0, metavar="SECONDS",
+                   help="machines must have joined within this (default 300)")
+    g.add_argument("--rank-timeout", type=positive_float, default=300.0, metavar="SECONDS",
+                   help="a rank that keeps the others waiting this long in a collective ends the run (default 300)")
+    g.add_argument("--scaling", action="store_true",
+                   help="first run the same model on 1, 2, ..., N-1 processes, for the scaling efficiency of each "
+                        "(one machine)")
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
@@ -86,7 +110,19 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
                    max_seconds=args.max_seconds, seed=args.seed,
                    threads=args.threads if args.threads is not None else info.default_threads.get(args.framework),
                    memory_limit_bytes=int(args.memory_limit_gib * 2**30) if args.memory_limit_gib else None,
-                   peak_flops=args.peak_flops, repeat=args.repeat, window_seconds=args.window_seconds)
+                   peak_flops=args.peak_flops, repeat=args.repeat, window_seconds=args.window_seconds,
+                   **distributed_options(args))
+
+
+def distributed_options(args: argparse.Namespace) -> dict:
+    """RunSpec's multi-process fields from the command line (the defaults when the parser has none)."""
+    nproc, nnodes = getattr(args, "nproc_per_node", 1), getattr(args, "nnodes", 1)
+    if getattr(args, "scaling", False) and (nproc < 2 or nnodes > 1):
+        raise UsageError("--scaling needs --nproc-per-node 2 or more on one machine",
+                         hint="e.g. --nproc-per-node 4 --scaling runs 1, 2, 3 and 4 processes")
+    return {"nproc_per_node": nproc, "nnodes": nnodes, "node_rank": getattr(args, "node_rank", 0),
+            "rdzv_endpoint": getattr(args, "rdzv_endpoint", None),
+            "rdzv_timeout_s": getattr(args, "rdzv_timeout", 300.0), "rank_timeout_s": getattr(args, "rank_timeout", 300.0)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,9 +134,15 @@ def run(args: argparse.Namespace) -> int:
         # The first line comes before the child starts (its framework import alone takes seconds).
         size = " (test size)" if spec.size == "test" else ""
         where = "the GPU if the framework sees one, else the CPU" if device == "auto" else device
+        ranks = f" x {spec.world_size} processes" + (f" on {spec.nnodes} machines" if spec.nnodes > 1 else "") \
+            if spec.world_size > 1 else ""
         progress.say(f"profiling {spec.model}{size} in {spec.framework} on {where}, batch "
-                     f"{spec.batch}; run directory {run_dir}")
-        outcome = profile_run(spec, run_dir, progress, force=args.force, rename_after_device=not args.out)
+                     f"{spec.batch}{ranks}; run directory {run_dir}")
+        if spec.world_size > 1:
+            check_spec(spec)
+            outcome = profile_distributed(spec, run_dir, progress, force=args.force, scaling=args.scaling)
+        else:
+            outcome = profile_run(spec, run_dir, progress, force=args.force, rename_after_device=not args.out)
     profile, run_dir = outcome.profile, outcome.run_dir or run_dir
     if args.ncu is not None and not outcome.exit_code:
         profile = measure_with_ncu(profile, run_dir, args.ncu, announce=lambda line: stderr_console().print(
