@@ -75,7 +75,7 @@ def find_trace(run_dir: str | os.PathLike) -> Path | None:
 
 
 def default_run_dir(spec: RunSpec, root: str | os.PathLike = "runs", device: str | None = None) -> Path:
-    """runs/<model>-<framework>-<device>-b<batch>-<YYYYmmdd-HHMMSS>: sortable and self-describing.
+    """runs/<model>-<framework>-<device>-b<batch>[-n<processes>]-<YYYYmmdd-HHMMSS>: sortable, self-describing.
 
     `device`: the one the run will use when the caller can tell (tbd.frameworks.planned_device:
     "auto" on a machine without a GPU is "cpu"), else the spec's; a folder named "-auto-" is
@@ -84,7 +84,8 @@ def default_run_dir(spec: RunSpec, root: str | os.PathLike = "runs", device: str
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     batch = "default" if spec.batch is None else str(spec.batch)
     device = (device or spec.device).replace(":", "")
-    return Path(root) / f"{spec.model}-{spec.framework}-{device}-b{batch}-{stamp}"
+    ranks = f"-n{spec.world_size}" if spec.world_size > 1 else ""  # several processes (--nproc-per-node)
+    return Path(root) / f"{spec.model}-{spec.framework}-{device}-b{batch}{ranks}-{stamp}"
 
 
 def new_run_dir(spec: RunSpec, root: str | os.PathLike = "runs", device: str | None = None) -> Path:

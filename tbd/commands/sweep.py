@@ -10,11 +10,16 @@ often surfaces as a crash; the search stays monotone and O(log N)). Every other 
 `tbd profile`'s and applies to every point; the run spec is built by the same `spec_from_args`.
 Exit code: 0 when the sweep ran to its end and some point ran; 130/143 interrupted (the points done
 are written); 3 when every point ran out of memory, 4 when none ran for another reason.
+
+`--executor ray|submitit` runs each point as its own run on a worker (a Ray task; a job of a Slurm job
+array) instead of here one after another: a list sweep's points all at once, the max search one at a
+time (tbd/sweep_executors.py, docs/sweep-executors.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from tbd import registry
@@ -25,6 +30,7 @@ from tbd.errors import UsageError
 from tbd.reports.progress import StageProgress
 from tbd.reports.sweep_table import render_sweep
 from tbd.sweep import SWEEP_JSON, SweepPlan, new_sweep_dir, prepare_sweep_dir, run_sweep
+from tbd.sweep_executors import EXECUTORS, RayRunner, SubmititRunner
 
 DEFAULT_MAX_BATCH = 4096
 _BATCH_HINT = "give batch sizes like --batch 2,4,8, or --batch max for the largest batch that fits"
@@ -42,6 +48,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="sweep directory to write (default runs/sweep-<model>-<framework>-<device>-<time>); "
                         "each point's run directory is b<batch>/ inside it")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="where the points run: local (here, one after another; default), ray (each a Ray task "
+                        "on a Ray cluster), submitit (each a job of a Slurm job array; local processes without Slurm)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="--executor ray: the cluster's address (default: $RAY_ADDRESS, else a Ray started here)")
+    p.add_argument("--slurm-partition", default=None, metavar="NAME", help="--executor submitit: the Slurm partition")
+    p.add_argument("--timeout-min", type=positive_int, default=None, metavar="MIN",
+                   help="--executor submitit: each job's time limit in minutes (default: --max-seconds plus 15 minutes)")
     p.add_argument("--quiet", action="store_true", help="no progress bars (the one line per point stays)")
     p.add_argument("--force", action="store_true",
                    help="replace a previous tbd sweep in --out (a folder without sweep.json is never emptied)")
@@ -89,6 +103,24 @@ def plan_from_args(args: argparse.Namespace, default_batch: int) -> SweepPlan:
     return SweepPlan(None, start=start, cap=cap)
 
 
+def runner_from_args(args: argparse.Namespace, spec_device: str) -> RayRunner | SubmititRunner | None:
+    """The executor's runner (None: here, one after another); UsageError for an option of another
+    executor, a GPU index a worker cannot name, or an executor whose package is not installed."""
+    for flag, value, executor in (("--ray-address", args.ray_address, "ray"),
+                                  ("--slurm-partition", args.slurm_partition, "submitit"),
+                                  ("--timeout-min", args.timeout_min, "submitit")):
+        if value is not None and args.executor != executor:
+            raise UsageError(f"{flag} applies to --executor {executor} only", hint=f"add --executor {executor}")
+    if args.executor == "local":
+        return None
+    if spec_device.startswith("cuda:") and spec_device != "cuda:0":
+        raise UsageError(f"--device {spec_device}: with --executor {args.executor} each point gets a GPU of its own, "
+                         "which it sees as cuda:0", hint="give --device cuda")
+    if args.executor == "ray":
+        return RayRunner(args.ray_address)
+    return SubmititRunner(partition=args.slurm_partition, timeout_min=args.timeout_min)
+
+
 def run(args: argparse.Namespace) -> int:
     # Everything is checked before the first point runs: the batches, then the model and framework
     # as `tbd profile` checks them (its spec_from_args, given no batch).
@@ -99,15 +131,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.model} fixes its batch at {info.fixed_batch} per iteration, as the TBD paper ran it: "
                          "there is no batch to sweep", hint=f"run `tbd profile {args.model}` instead")
     plan = plan_from_args(args, spec.batch or info.default_batch)
-    if args.out is not None:
-        out = Path(args.out)
-        prepare_sweep_dir(out, args.force)
-    else:
-        out = new_sweep_dir(spec)
-    console = stderr_console()
-    outcome = run_sweep(spec, plan, out,
-                        announce=lambda line: console.print(line, highlight=False, markup=False),
-                        progress=lambda: StageProgress(console, enabled=not args.quiet))
+    runner = runner_from_args(args, spec.device)
+    with runner or contextlib.nullcontext():  # a Ray is started or reached before the sweep directory is made
+        if args.out is not None:
+            out = Path(args.out)
+            prepare_sweep_dir(out, args.force)
+        else:
+            out = new_sweep_dir(spec)
+        console = stderr_console()
+        outcome = run_sweep(spec, plan, out,
+                            announce=lambda line: console.print(line, highlight=False, markup=False),
+                            progress=lambda: StageProgress(console, enabled=not args.quiet), runner=runner)
     write(render_sweep(outcome.sweep, width=terminal_width(), color=None))
     write(f"sweep directory: {out}")
     if outcome.figures_note:

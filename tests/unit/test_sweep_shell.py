@@ -8,13 +8,16 @@ import csv
 import json
 import os
 import signal
+import socket
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from testpaths import FIXTURES
 
-from tbd import sweep as sweep_shell
+from tbd import sweep_executors
 from tbd.cli import main
 from tbd.collect import load_profile
 from tbd.errors import InterruptedRun, OutOfMemoryError, ResultFormatError, UsageError, WorkloadError
@@ -59,7 +62,7 @@ class Oracle:
 def oracle(monkeypatch):
     def install(**kwargs):
         fake = Oracle(**kwargs)
-        monkeypatch.setattr(sweep_shell, "profile_run", fake)
+        monkeypatch.setattr(sweep_executors, "profile_run", fake)
         return fake
     return install
 
@@ -146,7 +149,7 @@ def test_sweep_json_is_written_after_every_point(tmp_path, oracle, monkeypatch):
             seen.append([p["batch"] for p in json.loads((tmp_path / "sweep.json").read_text())["points"]])
         return fake(spec, run_dir, progress, probe_oom, force)
 
-    monkeypatch.setattr(sweep_shell, "profile_run", spy)
+    monkeypatch.setattr(sweep_executors, "profile_run", spy)
     sweep(tmp_path, SweepPlan((2, 4, 8)))
     assert seen == [[2], [2, 4]]
 
@@ -253,8 +256,202 @@ def test_signals_between_points(tmp_path, oracle, monkeypatch, signals, note):
             os.kill(os.getpid(), signal.SIGINT)
         return outcome
 
-    monkeypatch.setattr(sweep_shell, "profile_run", signalled)
+    monkeypatch.setattr(sweep_executors, "profile_run", signalled)
     outcome = sweep(tmp_path, SweepPlan((2, 4, 8)))
     assert fake.calls == [2] and outcome.exit_code == 130
     assert load_sweep(tmp_path).notes == [note]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers put back
+
+
+# --- executors (tbd/sweep_executors.py) without a cluster: a stand-in runner, the CLI's checks --------
+
+class RemoteStandIn:
+    """A remote runner whose workers are elsewhere: each point's profile comes back as data only.
+
+    Points finish in reverse order; `interrupt_after` sends this process SIGINT after that many
+    points, as a user's Ctrl-C while the others still run; `lost` batches never come back.
+    """
+
+    remote = True
+    parallel = True
+
+    def __init__(self, fits_below=10**9, crash=(), interrupt_after=None, lost=()):
+        self.fits_below, self.crash, self.interrupt_after, self.lost = fits_below, set(crash), interrupt_after, set(lost)
+        self.submitted: list[list[int]] = []
+        self.cancelled: list[int] = []
+
+    def describe(self, points, search):
+        return "stand-in: the max search" if search else f"stand-in: {points} point(s)"
+
+    def submit(self, specs, out, stopped):
+        self.submitted.append([s.batch for s in specs])
+        for done, spec in enumerate(reversed(specs)):
+            if stopped():
+                self.cancelled += [s.batch for s in reversed(specs)][done:]
+                return
+            if spec.batch in self.lost:
+                continue
+            yield sweep_executors.outcome_from_wire(sweep_executors.outcome_to_wire(self._outcome(spec)))
+            if self.interrupt_after is not None and done + 1 == self.interrupt_after:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    def _outcome(self, spec):
+        where = {"host": "node-7", "run_dir": f"/scratch/node-7/b{spec.batch}"}
+        if spec.batch in self.crash:
+            return sweep_executors.PointOutcome(spec.batch, failure="failed", kept=True, **where,
+                                                reason="workload exited with code 1, log at /scratch/node-7/b4/workload.log")
+        if spec.batch >= self.fits_below:
+            return sweep_executors.PointOutcome(spec.batch, failure="oom", **where,
+                                                reason=f"batch {spec.batch} ran out of memory on cpu")
+        metrics = replace(BASE.metrics, throughput=replace(BASE.metrics.throughput, value=10.0 * spec.batch))
+        return sweep_executors.PointOutcome(spec.batch, profile=replace(BASE, metrics=metrics), **where)
+
+
+def remote_sweep(out: Path, plan: SweepPlan, runner, lines: list[str] | None = None):
+    return run_sweep(SPEC, plan, out, announce=(lines if lines is not None else []).append,
+                     progress=lambda: pytest.fail("a remote sweep shows no progress bars"), runner=runner)
+
+
+def test_a_remote_list_sweep_hands_out_every_point_at_once_and_copies_their_profiles(tmp_path):
+    runner = RemoteStandIn(fits_below=100, crash={4})
+    lines: list[str] = []
+    outcome = remote_sweep(tmp_path, SweepPlan((8, 4, 200, 2)), runner, lines)
+    assert runner.submitted == [[8, 4, 200, 2]]
+    assert lines[0] == "stand-in: 4 point(s)" and len(lines) == 5 and not any("running" in line for line in lines)
+    assert lines[1] == "batch 2: 20.0 images/s, 5.70 ms per iteration, peak memory 2.5 MiB"  # as each finishes
+    result = outcome.sweep
+    assert outcome.exit_code == 0 and load_sweep(tmp_path) == result
+    assert [(p.batch, p.status, p.run_dir) for p in result.points] == [
+        (2, "ok", "b2"), (4, "failed", None), (8, "ok", "b8"), (200, "oom", None)]
+    assert result.points[1].reason == "workload exited with code 1, log at /scratch/node-7/b4/workload.log"
+    by_batch = {p.batch: p for p in result.points}
+    for batch in (2, 8):  # the profile that came back is written here, and is the point's source
+        copied = load_profile(tmp_path / f"b{batch}")
+        assert copied.metrics.throughput.value == 10.0 * batch == by_batch[batch].throughput
+    assert result.notes == [
+        "batch 2 ran on node-7: its profile.json was copied to b2/, its raw records (trace, log) stayed in "
+        "/scratch/node-7/b2 there",
+        "batch 4 ran on node-7: its log stayed in /scratch/node-7/b4 there",
+        "batch 8 ran on node-7: its profile.json was copied to b8/, its raw records (trace, log) stayed in "
+        "/scratch/node-7/b8 there"]
+
+
+def test_a_remote_max_search_runs_one_point_at_a_time(tmp_path):
+    runner = RemoteStandIn(fits_below=11)
+    lines: list[str] = []
+    outcome = remote_sweep(tmp_path, SweepPlan(None, start=1, cap=4096), runner, lines)
+    assert runner.submitted == [[1], [2], [4], [8], [16], [12], [10], [11]]
+    assert outcome.sweep.largest_fitting_batch == 10 and outcome.sweep.smallest_failing_batch == 11
+    assert lines.count("stand-in: the max search") == 1
+
+
+def test_ctrl_c_during_a_remote_sweep_cancels_the_rest_and_keeps_what_came_back(tmp_path):
+    runner = RemoteStandIn(interrupt_after=1)
+    outcome = remote_sweep(tmp_path, SweepPlan((2, 4, 8)), runner)
+    assert runner.cancelled == [4, 2] and outcome.exit_code == 130
+    saved = load_sweep(tmp_path)
+    assert [p.batch for p in saved.points] == [8] and saved.notes[0] == "interrupted; cancelled batch 2, 4"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_point_the_runner_lost_is_recorded_not_run_again(tmp_path):
+    runner = RemoteStandIn(lost={4})
+    outcome = remote_sweep(tmp_path, SweepPlan((2, 4)), runner)
+    assert runner.submitted == [[2, 4]]
+    assert [(p.batch, p.status, p.reason) for p in outcome.sweep.points] == [
+        (2, "ok", None), (4, "failed", "the executor returned no result for it")]
+
+
+def test_a_worker_runs_the_point_code_and_sends_plain_data(tmp_path, oracle):
+    oracle(crash={4})
+    spec = replace(SPEC, batch=2)
+    wire = sweep_executors.run_remote_point(spec.to_dict(), str(tmp_path / "s"))
+    json.dumps(wire)  # plain data: profile.json's content, no pickled objects
+    assert wire["run_dir"] == str(tmp_path / "s" / "b2") and wire["failure"] is None
+    assert wire["profile"] == json.loads((tmp_path / "s" / "b2" / "profile.json").read_text())
+    assert sweep_executors.outcome_from_wire(wire).profile.metrics.throughput.value == 20.0
+    crashed = sweep_executors.run_remote_point(replace(SPEC, batch=4).to_dict(), str(tmp_path / "s"))
+    assert crashed["failure"] == "failed" and crashed["reason"].startswith("workload exited with code 1")
+
+
+def test_a_bug_on_a_worker_is_that_point_s_reason(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom\nsecond line")
+    monkeypatch.setattr(sweep_executors, "profile_run", broken)
+    wire = sweep_executors.run_remote_point(replace(SPEC, batch=2).to_dict(), str(tmp_path))
+    assert (wire["failure"], wire["reason"]) == ("failed", "RuntimeError: boom")
+
+
+def test_gather_keeps_to_its_limit_and_after_a_cancel_keeps_only_profiles():
+    launched, cancelled, stop = [], [], []
+    outcomes = {2: sweep_executors.PointOutcome(2, failure="failed", reason="killed"),
+                4: sweep_executors.PointOutcome(4, profile=BASE, exit_code=130)}
+
+    def launch(specs):
+        launched.append([s.batch for s in specs])
+        return [s.batch for s in specs]
+
+    def finished(handles):
+        if handles == [2, 4] and not stop:
+            stop.append(True)  # both running: the user presses Ctrl-C
+            return []
+        return handles
+
+    got = list(sweep_executors._gather([replace(SPEC, batch=b) for b in (2, 4, 8)], launch, 2, finished,
+                                       lambda handle, batch: outcomes[batch], cancelled.append, lambda: bool(stop)))
+    assert launched == [[2, 4]] and cancelled == [2, 4]  # batch 8 never launched
+    assert [o.batch for o in got] == [4]  # batch 2 failed of the cancel: dropped
+
+
+def test_executor_options_are_checked_before_anything_runs(tmp_path, capsys, oracle):
+    fake = oracle()
+    base = ["sweep", "resnet50", "--batch", "2", "--out", str(tmp_path / "s")]
+    for argv, message in [
+        (["--executor", "foo"], "argument --executor: invalid choice: 'foo' (choose from 'local', 'ray', 'submitit')"),
+        (["--ray-address", "head:6379"], "--ray-address applies to --executor ray only"),
+        (["--executor", "submitit", "--ray-address", "head:6379"], "--ray-address applies to --executor ray only"),
+        (["--slurm-partition", "gpu"], "--slurm-partition applies to --executor submitit only"),
+        (["--executor", "ray", "--timeout-min", "30"], "--timeout-min applies to --executor submitit only"),
+        (["--executor", "ray", "--device", "cuda:1"], "--device cuda:1: with --executor ray each point gets a GPU"),
+    ]:
+        assert main([*base, *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+    assert fake.calls == [] and not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("executor, module", [("ray", "ray"), ("submitit", "submitit")])
+def test_an_executor_that_is_not_installed_is_one_line_with_the_install_command(tmp_path, capsys, monkeypatch,
+                                                                               executor, module):
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if it were not installed
+    assert main(["sweep", "resnet50", "--batch", "2", "--executor", executor, "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"tbd: error: --executor {executor} needs {module}, which is not installed "
+                   f'(hint: pip install "tbd[{executor}]")\n')
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_ray_address_nothing_listens_on_is_one_line_at_once(tmp_path, capsys):
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    code = main(["sweep", "resnet50", "--batch", "2", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
+                 "--out", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"tbd: error: cannot reach the Ray cluster at 127.0.0.1:{port}: Connection refused")
+    assert time.monotonic() - started < 10 and not (tmp_path / "s").exists()
+
+
+def test_a_failed_job_s_reason_is_its_exception_line():
+    # submitit's FailedJobError text, as a local job raising ValueError gave it (submitit 1.5.4)
+    text = ('Job (task=0) failed during processing with trace:\n----------------------\nTraceback (most recent '
+            'call last):\n  File "/venv/submitit/core/submission.py", line 55, in process_job\n    result = '
+            'delayed.result()\n             ^^^^^^^^^^^^^^^^\n  File "<dynamic-code>", line 4, in boom\nValueError: '
+            "bad value 3\nsecond line\n\n----------------------\nYou can check full logs with 'job.stderr(0)' and "
+            "'job.stdout(0)'or at paths:\n  - /tmp/subfail/12731_0_log.err\n  - /tmp/subfail/12731_0_log.out")
+    assert sweep_executors._error_line(text) == "ValueError: bad value 3"
+    assert sweep_executors._error_line("Job 7 (task: 0) has not produced any output (state: TIMEOUT)\nmore") == \
+        "Job 7 (task: 0) has not produced any output (state: TIMEOUT)"
