@@ -12,7 +12,6 @@ invocation (the machine's noise is shared by every row). Needs root.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
@@ -20,14 +19,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _netns_link():
-    spec = importlib.util.spec_from_file_location("netns_link", ROOT / "tools" / "netns_link.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["netns_link"] = module
-    spec.loader.exec_module(module)
-    return module
+sys.path.append(str(ROOT / "tools"))
+import netns_link  # noqa: E402 - tools/ is a folder of scripts, not a package
 
 
 def _profile(out: Path) -> dict:
@@ -41,7 +34,6 @@ def main() -> int:
     p.add_argument("--batch", default="4")
     p.add_argument("--rates", default="1000,200,50,20", help="link rates in Mbit/s, comma-separated")
     args = p.parse_args()
-    netns_link = _netns_link()
     refused = netns_link.refusal()
     if refused:
         print(f"distributed_link: {refused}", file=sys.stderr)

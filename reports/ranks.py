@@ -27,7 +27,7 @@ def ranks_json(ranks, cluster: Cluster | None = None) -> dict[str, Any]:
 def render_ranks(ranks, *, width: int = 120, color: bool | None = False) -> str:
     """One row per rank: its trace, GPU, steps, GPU busy, FLOP utilization, time without FLOPs.
 
-    Args: ranks, `collect.RankProfile`s in rank order; width, in terminal cells; color, ANSI styling.
+    Args: ranks, `trace_folder.RankProfile`s in rank order; width, in terminal cells; color, ANSI styling.
     """
     console = new_console(width, color)
     table = plain_table()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -18,13 +17,13 @@ from typing import Any, Callable
 from tbd import collect_cluster, rundir
 from tbd.analysis import memory, memory_mxnet, memory_tensorflow, quality
 from tbd.analysis.assemble import WorkloadInfo, assemble_profile, iteration_log_from_steps
-from tbd.analysis.cluster import CommTimes, RankInput, cluster_summary, comm_times
+from tbd.analysis.cluster import CommTimes, comm_times
 from tbd.analysis.flops import op_flops, precision_of
 from tbd.analysis.op_bytes import op_bytes
 from tbd.analysis.peaks import USER, PeakFlops, PeakModel, device_bandwidth, device_peak_model
 from tbd.analysis.precision import kernel_precisions
 from tbd.errors import ResultFormatError, TbdError, UsageError
-from tbd.profile import COMPLETE, PARTIAL, Cluster, Memory, Profile
+from tbd.profile import COMPLETE, PARTIAL, Memory, Profile
 from tbd.profilers import kineto, mxnet_trace, tensorflow_trace
 from tbd.profilers.kineto_comm import comm_intervals
 from tbd.profilers.trace_names import clean_name
@@ -36,10 +35,10 @@ _MemoryBreakdown = Callable[[dict | None, TraceRecords | None, dict | None], Mem
 
 
 def _read_kineto(path: Path, run_dir: Path) -> TraceRecords:
-    return _kineto_records(kineto.read_trace_file(path), str(path), recorded_by_tbd=True)
+    return kineto_records(kineto.read_trace_file(path), str(path), recorded_by_tbd=True)
 
 
-def _kineto_records(trace: kineto.KinetoTrace, source: str, recorded_by_tbd: bool = False) -> TraceRecords:
+def kineto_records(trace: kineto.KinetoTrace, source: str, recorded_by_tbd: bool = False) -> TraceRecords:
     return kineto.trace_records(trace, source=source, flops_of=op_flops, precision_of=precision_of,
                                 kernel_precisions=kernel_precisions, recorded_by_tbd=recorded_by_tbd, bytes_of=op_bytes)
 
@@ -186,15 +185,15 @@ def profile_from_trace(path: str | os.PathLike, *, peak_flops: float | None = No
         UsageError: an option given is not a finite positive number.
         TraceFormatError: the trace cannot be read (profilers.kineto says which).
     """
-    _check_options(peak_flops, sm_clock_mhz, samples_per_step)
-    return _profile_of_kineto(kineto.read_trace_file(path), Path(path), peak_flops=peak_flops,
+    check_options(peak_flops, sm_clock_mhz, samples_per_step)
+    return profile_of_kineto(kineto.read_trace_file(path), Path(path), peak_flops=peak_flops,
                               sm_clock_mhz=sm_clock_mhz, samples_per_step=samples_per_step)
 
 
-def _profile_of_kineto(raw: kineto.KinetoTrace, path: Path, *, peak_flops: float | None = None,
+def profile_of_kineto(raw: kineto.KinetoTrace, path: Path, *, peak_flops: float | None = None,
                        sm_clock_mhz: float | None = None, samples_per_step: float | None = None,
                        trace: TraceRecords | None = None) -> Profile:
-    trace = trace or _kineto_records(raw, str(path))
+    trace = trace or kineto_records(raw, str(path))
     environment: dict[str, Any] = {"host": raw.metadata.get("host_name"), "cpu": None, "gpu": None, "versions": {}}
     props = _device_properties(raw.metadata)
     notes = []
@@ -232,56 +231,6 @@ def _profile_of_kineto(raw: kineto.KinetoTrace, path: Path, *, peak_flops: float
         provenance={"trace": str(path), "flop_counting": "analytic formulas over recorded op shapes"})
 
 
-@dataclass(frozen=True)
-class RankProfile:
-    """One trace of a folder of per-rank traces, analysed on its own."""
-
-    rank: int | None  # distributedInfo's rank, else the number in the file name; None if neither
-    trace: Path
-    profile: Profile
-    comm: CommTimes | None = None  # its communication and compute time (analysis/cluster.py)
-    comm_reason: str | None = None  # why comm is None
-    distributed: dict | None = None  # the trace's distributedInfo, as recorded
-
-
-TRACE_SUFFIXES = (".json", ".json.gz")
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-
-
-def trace_files(folder: Path) -> list[Path]:
-    """The trace files of a folder (JSON, plain or gzipped), not tbd's own result files."""
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                  and p.name not in (rundir.PROFILE, rundir.SPEC, rundir.ITERATIONS))
-
-
-def profiles_from_trace_folder(folder: str | os.PathLike, **options: Any) -> list[RankProfile]:
-    """Every trace of a folder (one per rank, as torch.profiler writes them) analysed on its own.
-
-    Each one as `profile_from_trace` with `options`, with its communication time; ordered by
-    rank. The rank is the trace's `distributedInfo.rank`, else a number after "rank" in the file name.
-    """
-    _check_options(options.get("peak_flops"), options.get("sm_clock_mhz"), options.get("samples_per_step"))
-    folder = Path(folder)
-    files = trace_files(folder)
-    if not files:
-        raise UsageError(f"{folder}: no trace files (*.json, *.json.gz) here",
-                         hint="give a trace, a folder of per-rank traces, or a tbd run directory")
-    out = []
-    for path in files:
-        raw = kineto.read_trace_file(path)
-        records = _kineto_records(raw, str(path))
-        profile = _profile_of_kineto(raw, path, trace=records, **options)
-        comm, why = _comm_of(raw, records)
-        dist = raw.metadata.get("distributedInfo")
-        dist = dist if isinstance(dist, dict) else None
-        rank = dist.get("rank") if dist and _small_int(dist.get("rank"), 1 << 24) is not None else None
-        if rank is None:
-            found = _RANK_IN_NAME.search(path.name)
-            rank = int(found.group(1)) if found else None
-        out.append(RankProfile(rank, path, profile, comm, why, dist))
-    return sorted(out, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.trace.name))
-
-
 def comm_times_from_trace(path: str | os.PathLike) -> tuple[CommTimes | None, str | None]:
     """One rank's communication and compute time from its Kineto trace (.json or .json.gz, any era
     the reader supports; tbd's own, in a run directory, too): (CommTimes, None), or (None, why) when
@@ -290,36 +239,18 @@ def comm_times_from_trace(path: str | os.PathLike) -> tuple[CommTimes | None, st
     path = Path(path)
     try:
         raw = kineto.read_trace_file(path)
-        return _comm_of(raw, _kineto_records(raw, str(path), recorded_by_tbd=run_dir_of_trace(path) is not None))
+        return comm_of_records(raw, kineto_records(raw, str(path), recorded_by_tbd=run_dir_of_trace(path) is not None))
     except TbdError as exc:
         return None, f"trace unreadable: {exc.one_line()}"
 
 
-def _comm_of(raw: kineto.KinetoTrace, records: TraceRecords) -> tuple[CommTimes | None, str | None]:
+def comm_of_records(raw: kineto.KinetoTrace, records: TraceRecords) -> tuple[CommTimes | None, str | None]:
     c = comm_intervals(raw, records)
     if c.window_end_ns <= c.window_start_ns:
         return None, "the trace window has no length (every event at one instant)"
     return comm_times(c.comm_start_ns, c.comm_end_ns, c.compute_start_ns, c.compute_end_ns,
                       window_start_ns=c.window_start_ns, window_end_ns=c.window_end_ns, steps=c.steps,
                       backend_kind=c.backend_kind, wait_start_ns=c.wait_start_ns, wait_end_ns=c.wait_end_ns), None
-
-
-def cluster_of_ranks(ranks: list[RankProfile]) -> Cluster:
-    """The cluster summary of a folder's ranks (analysis/cluster.py); world size and backend from
-    the first distributedInfo that records them, the node count from the hosts when every rank is here."""
-    inputs = [RankInput(r.rank, _host(r.profile), str(r.trace), r.profile, r.comm, r.comm_reason) for r in ranks]
-    infos = [r.distributed for r in ranks if r.distributed]
-    world = next((w for w in (i.get("world_size") for i in infos) if _small_int(w, 1 << 24)), None)
-    backend = next((b[:40] for b in (i.get("backend") for i in infos) if isinstance(b, str)), None)
-    hosts = {i.host for i in inputs}
-    nnodes = len(hosts) if world == len(ranks) and None not in hosts else None
-    return cluster_summary(inputs, world_size=world, nnodes=nnodes, backend=backend,
-                           scaling_reason="not measured: a folder of traces holds one job size")
-
-
-def _host(profile: Profile) -> str | None:
-    host = profile.environment.get("host")
-    return host[:200] if isinstance(host, str) else None
 
 
 def run_dir_of_trace(path: Path) -> Path | None:
@@ -341,7 +272,7 @@ def _device_properties(raw: dict[str, Any]) -> dict[str, Any] | None:
         return None
     p = props[0]
     name = p.get("name") if isinstance(p.get("name"), str) else None
-    major, minor = _small_int(p.get("computeMajor"), 100), _small_int(p.get("computeMinor", 0), 100)
+    major, minor = small_int(p.get("computeMajor"), 100), small_int(p.get("computeMinor", 0), 100)
     if major is None and name is None:
         return None
     name = None if name is None else clean_name(name[:200])
@@ -349,17 +280,17 @@ def _device_properties(raw: dict[str, Any]) -> dict[str, Any] | None:
     # ROCm traces say "AMD ..." in the name and a CUDA-style capability (an MI250 reports 9.0) or
     # a warp of 64 lanes; the GPU table never looks those up as NVIDIA parts.
     amd = name is not None and "amd" in name.lower() or p.get("warpSize") == 64
-    return {"name": name, "vendor": "amd" if amd else "nvidia", "index": _small_int(p.get("id", 0), 1 << 16) or 0,
-            "compute_capability": cc, "sm_count": _small_int(p.get("numSms"), 1 << 20),
-            "memory_bytes": _small_int(p.get("totalGlobalMem"), 1 << 60), "max_sm_clock_hz": None}
+    return {"name": name, "vendor": "amd" if amd else "nvidia", "index": small_int(p.get("id", 0), 1 << 16) or 0,
+            "compute_capability": cc, "sm_count": small_int(p.get("numSms"), 1 << 20),
+            "memory_bytes": small_int(p.get("totalGlobalMem"), 1 << 60), "max_sm_clock_hz": None}
 
 
-def _small_int(value: Any, limit: int) -> int | None:
+def small_int(value: Any, limit: int) -> int | None:
     """`value` when it is an int in [0, limit), else None (bools and strings are not counts)."""
     return value if type(value) is int and 0 <= value < limit else None
 
 
-def _check_options(peak_flops: float | None, sm_clock_mhz: float | None, samples_per_step: float | None) -> None:
+def check_options(peak_flops: float | None, sm_clock_mhz: float | None, samples_per_step: float | None) -> None:
     """Each option given is a finite positive number (argparse's float() accepts "nan" and "-inf")."""
     for flag, value in (("--peak-flops", peak_flops), ("--sm-clock-mhz", sm_clock_mhz),
                         ("--samples-per-step", samples_per_step)):

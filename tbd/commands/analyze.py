@@ -10,19 +10,14 @@ import argparse
 from pathlib import Path
 
 from tbd import rundir
-from tbd.collect import (
-    cluster_of_ranks,
-    profile_from_run_dir,
-    profile_from_trace,
-    profiles_from_trace_folder,
-    run_dir_of_trace,
-)
+from tbd.collect import profile_from_run_dir, profile_from_trace, run_dir_of_trace
 from tbd.commands.arguments import positive_float, positive_int
 from tbd.commands.common import terminal_width, write
 from tbd.errors import UsageError
 from tbd.reports.cluster_text import render_cluster
 from tbd.reports.ranks import ranks_json, render_ranks
 from tbd.reports.terminal import render_profile
+from tbd.trace_folder import cluster_of_ranks, profiles_from_trace_folder
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -7,26 +7,16 @@ over the process group; the namespaces share the disk, but each node writes its 
 Skips, saying why, where namespaces cannot be made (not root, no iproute2).
 """
 
-import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
-from testpaths import ROOT
+from testpaths import load_tool
 
 from tbd.analysis.cluster import ScalingInput, scaling_rows
 
-
-def _netns_link():
-    spec = importlib.util.spec_from_file_location("netns_link", ROOT / "tools" / "netns_link.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["netns_link"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-netns_link = _netns_link()
+netns_link = load_tool("netns_link")
 REFUSED = netns_link.refusal()
 pytestmark = pytest.mark.skipif(REFUSED is not None, reason=f"two simulated machines need namespaces: {REFUSED}")
 

@@ -9,8 +9,9 @@ import pytest
 from testpaths import FIXTURES
 
 from tbd.cli import main
-from tbd.collect import cluster_of_ranks, comm_times_from_trace, profiles_from_trace_folder
+from tbd.collect import comm_times_from_trace
 from tbd.profile import load_cluster
+from tbd.trace_folder import cluster_of_ranks, profiles_from_trace_folder
 
 CUDA = FIXTURES / "kineto_cuda_synthetic.json"
 
