@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "`tbd suite` lists them)")
     add_run_arguments(p)
     p.add_argument("--out", type=Path, default=None,
-                   help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>-<time>)")
+                   help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>[-n<processes>]-<time>)")
     p.add_argument("--top", type=positive_int, default=10, help="kernels shown in the report (default 10)")
     p.add_argument("--ncu", type=positive_int, default=None, metavar="N",
                    help="after the run, measure the N longest ranked kernels with Nsight Compute (a second run of "
@@ -120,6 +120,9 @@ def distributed_options(args: argparse.Namespace) -> dict:
     if getattr(args, "scaling", False) and (nproc < 2 or nnodes > 1):
         raise UsageError("--scaling needs --nproc-per-node 2 or more on one machine",
                          hint="e.g. --nproc-per-node 4 --scaling runs 1, 2, 3 and 4 processes")
+    if getattr(args, "ncu", None) is not None and nproc * nnodes > 1:
+        raise UsageError("--ncu measures the kernels of one process; it does not run under --nproc-per-node",
+                         hint="profile one process with --ncu, or drop --ncu")
     return {"nproc_per_node": nproc, "nnodes": nnodes, "node_rank": getattr(args, "node_rank", 0),
             "rdzv_endpoint": getattr(args, "rdzv_endpoint", None),
             "rdzv_timeout_s": getattr(args, "rdzv_timeout", 300.0), "rank_timeout_s": getattr(args, "rank_timeout", 300.0)}

@@ -162,6 +162,8 @@ def test_a_rendezvous_that_does_not_form_times_out_in_one_line(tmp_path):
     (["--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:1"], "--node-rank 2"),
     (["--nnodes", "2", "--rdzv-endpoint", "nohostport"], "HOST:PORT"),
     (["--scaling"], "--scaling needs --nproc-per-node 2"),
+    (["--nproc-per-node", "2", "--ncu", "3"], "--ncu measures the kernels of one process"),
+    (["--nproc-per-node", "2", "--rdzv-endpoint", "h:99999"], "HOST:PORT"),
 ])
 def test_multi_process_options_are_checked_before_any_work(args, says, tmp_path, capsys):
     model = ["resnet50"]
