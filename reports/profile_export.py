@@ -44,6 +44,33 @@ def _rows(profile: Profile) -> list[tuple[str, float | int | None, str, str | No
                  ("quality.gemm_ceiling_flops.before", q.gemm_ceiling_flops.get("before"), "FLOP/s", None),
                  ("quality.gemm_ceiling_flops.after", q.gemm_ceiling_flops.get("after"), "FLOP/s", None),
                  ("quality.gemm_spread_pct", q.gemm_spread_pct, "%", q.reasons.get("gemm_spread_pct"))]
+    if profile.cluster is not None:
+        rows += _cluster_rows(profile.cluster)
+    return rows
+
+
+def _cluster_rows(c) -> list[tuple[str, float | int | None, str, str | None]]:
+    """The cluster section of a multi-rank profile: its summary, then each rank's and each scaling point's."""
+    unit = f"{c.throughput_unit or 'samples'}"
+    rows = [("cluster.world_size", c.world_size, "ranks", c.reasons.get("world_size")),
+            ("cluster.global_throughput", c.global_throughput, unit, c.reasons.get("global_throughput")),
+            ("cluster.comm_share_mean_pct", c.comm_share_mean_pct, "%", c.reasons.get("comm_share_mean_pct")),
+            ("cluster.comm_share_max_pct", c.comm_share_max_pct, "%", c.reasons.get("comm_share_max_pct")),
+            ("cluster.overlap_mean_pct", c.overlap_mean_pct, "%", c.reasons.get("overlap_mean_pct")),
+            ("cluster.exposed_comm_share_mean_pct", c.exposed_comm_share_mean_pct, "%",
+             c.reasons.get("exposed_comm_share_mean_pct")),
+            ("cluster.straggler_rank", c.straggler_rank, "rank", c.reasons.get("straggler_rank")),
+            ("cluster.straggler_lag_s", c.straggler_lag_s, "s", c.reasons.get("straggler_lag_s"))]
+    for r in c.ranks:
+        key = f"cluster.rank{r.rank if r.rank is not None else '?'}"
+        rows += [(f"{key}.throughput", r.throughput, unit, r.reasons.get("throughput")),
+                 (f"{key}.comm_share_pct", r.comm_share_pct, "%", r.reasons.get("comm_share_pct")),
+                 (f"{key}.overlap_pct", r.overlap_pct, "%", r.reasons.get("overlap_pct")),
+                 (f"{key}.comm_s", r.comm_s, "s/step", r.reasons.get("comm_s")),
+                 (f"{key}.compute_s", r.compute_s, "s/step", r.reasons.get("compute_s"))]
+    for point in c.scaling:
+        rows += [(f"cluster.scaling.p{point.processes}.throughput", point.throughput, unit, point.reason),
+                 (f"cluster.scaling.p{point.processes}.efficiency_pct", point.efficiency_pct, "%", point.reason)]
     return rows
 
 

@@ -170,3 +170,19 @@ def test_multi_process_options_are_checked_before_any_work(args, says, tmp_path,
     assert main(["profile", *model, "--size", "test", "--device", "cpu", *args, "--out", str(tmp_path / "r")]) == 2
     assert says in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_cluster_in_report_csv_and_again_from_the_rank_folders(resnet, capsys):
+    """`tbd report --csv` carries the cluster's figures; `tbd analyze RUN` reassembles the same from ranks/."""
+    profile = _json(resnet / "profile.json")
+    assert main(["report", str(resnet), "--csv"]) == 0
+    rows = {line.split(",")[0]: line.split(",")[1] for line in capsys.readouterr().out.splitlines()[1:]}
+    cluster = profile["cluster"]
+    assert float(rows["cluster.global_throughput"]) == cluster["global_throughput"]
+    assert float(rows["cluster.comm_share_mean_pct"]) == cluster["comm_share_mean_pct"]
+    assert float(rows["cluster.rank1.comm_s"]) == cluster["ranks"][1]["comm_s"]
+    out = resnet.parent / "again.json"
+    assert main(["analyze", str(resnet), "--json", str(out)]) == 0
+    again = _json(out)
+    assert again["cluster"] == cluster
+    assert again["metrics"]["throughput"] == profile["metrics"]["throughput"]
