@@ -80,15 +80,10 @@ class RankGroup:
         self.torch.distributed.all_reduce(t, op=self.torch.distributed.ReduceOp.MAX, group=self.control)
         return [float(v) for v in t.tolist()]
 
-    def data_parallel(self, options: dict[str, Any]) -> Callable[[Any], Any]:
-        """The `parallel` a suite model's build() takes: wraps a module in DistributedDataParallel.
-
-        No device_ids, even on a GPU: the module is on its device already, and with device_ids DDP
-        would copy every input there, lengths kept on the host on purpose included (Seq2Seq's and
-        Deep Speech 2's pack_padded_sequence lengths: a sync per step, or a CTC loss across devices).
-        """
-        ddp = self.torch.nn.parallel.DistributedDataParallel
-        return lambda module: ddp(module, device_ids=None, **options)
+    def data_parallel(self, kind: str, options: dict[str, Any]) -> Callable[[Any], Any]:
+        """The `parallel` a suite model's build() takes: "ddp" wraps the module in
+        DistributedDataParallel; "fsdp" shards it in place with FSDP2's fully_shard."""
+        return data_parallel(self.torch, kind, options)
 
     def send_records_to_rank0(self, own_dir: Path, run_dir: Path) -> None:
         """Every rank's raw files to rank 0's RUN_DIR/ranks/rank-K (the machines share no disk)."""
@@ -109,6 +104,51 @@ class RankGroup:
 
     def close(self) -> None:
         self.torch.distributed.destroy_process_group()
+
+
+#: The data-parallel engines `--data-parallel` chooses from, and what each does to a module.
+DATA_PARALLEL = ("ddp", "fsdp")
+
+
+def data_parallel(torch: Any, kind: str, options: dict[str, Any]) -> Callable[[Any], Any]:
+    """A wrapper for a suite model's build(parallel=...) (the models call it before making their
+    optimizer: FSDP replaces the parameters with their shards).
+
+    "ddp": DistributedDataParallel, without device_ids even on a GPU: the module is on its device
+    already, and with device_ids DDP would copy every input there, lengths kept on the host on
+    purpose included (Seq2Seq's and Deep Speech 2's pack_padded_sequence lengths: a sync per step,
+    or a CTC loss across devices).
+    "fsdp": fully_shard (FSDP2) on each top-level child that holds parameters (each item of a
+    ModuleList: a list has no forward of its own), then on the root: one all-gather per unit in
+    forward and in backward, one reduce-scatter of its gradients.
+    """
+    if kind == "ddp":
+        ddp = torch.nn.parallel.DistributedDataParallel
+        return lambda module: ddp(module, device_ids=None, **options)
+    if kind != "fsdp":
+        raise ValueError(f"unknown data-parallel engine {kind!r}")
+    from torch.distributed.fsdp import fully_shard  # here: this module is imported by every runner, torch or not
+
+    def units(module: Any) -> Any:
+        for child in module.children():
+            if not any(True for _ in child.parameters()):
+                continue
+            if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)):  # no forward of its own: its items
+                yield from (item for item in child.children() if any(True for _ in item.parameters()))
+            else:
+                yield child
+
+    def shard(module: Any) -> Any:
+        # As DDP does when it wraps: every rank starts from rank 0's weights and buffers (fully_shard
+        # keeps each rank's own slice of whatever that rank initialised).
+        with torch.no_grad():
+            for tensor in [*module.parameters(), *module.buffers()]:
+                torch.distributed.broadcast(tensor, src=0)
+        for unit in list(units(module)):
+            fully_shard(unit, **options)
+        fully_shard(module, **options)
+        return module
+    return shard
 
 
 def with_fault(step: Callable[[], Any], rank: int, env: dict[str, str] | None = None) -> Callable[[], Any]:

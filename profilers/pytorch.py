@@ -81,11 +81,14 @@ class PyTorchHook(FrameworkHook):
     def build_options(self, spec: RunSpec, device: Device, build: Any) -> dict[str, Any]:
         if self.group is None:
             return {}
-        if "parallel" not in inspect.signature(build).parameters:
-            raise UsageError(f"{spec.model} does not run under DistributedDataParallel yet",
-                             hint="run it without --nproc-per-node")
-        options = getattr(inspect.getmodule(build), "DDP_OPTIONS", {})
-        return {"parallel": self.group.data_parallel(options)}
+        module = inspect.getmodule(build)
+        engines = getattr(module, "DATA_PARALLEL", ("ddp",))
+        if "parallel" not in inspect.signature(build).parameters or spec.data_parallel not in engines:
+            others = f"; it runs under {', '.join(engines)}" if "parallel" in inspect.signature(build).parameters else ""
+            raise UsageError(f"{spec.model} does not run under --data-parallel {spec.data_parallel}{others}",
+                             hint="choose another --data-parallel, or run it without --nproc-per-node")
+        options = getattr(module, f"{spec.data_parallel.upper()}_OPTIONS", {})
+        return {"parallel": self.group.data_parallel(spec.data_parallel, options)}
 
     def agreement(self) -> Callable[[list[float]], list[float]] | None:
         return None if self.group is None else self.group.agree_max

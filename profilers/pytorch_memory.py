@@ -58,8 +58,14 @@ TORCH_CATEGORY_MAP = {
 
 
 def _storage(t: torch.Tensor) -> tuple[int, int] | None:
-    """(data_ptr, nbytes) of a tensor's storage; None for tensors without one (sparse, meta)."""
+    """(data_ptr, nbytes) of a tensor's storage; None for tensors without one (sparse, meta).
+
+    A sharded DTensor (FSDP's parameters and gradients) is counted by its local shard: the bytes
+    this rank holds.
+    """
     try:
+        if hasattr(t, "to_local") and hasattr(t, "device_mesh"):
+            t = t.to_local()
         s = t.untyped_storage()
         return int(s.data_ptr()), int(s.nbytes())
     except (RuntimeError, NotImplementedError):

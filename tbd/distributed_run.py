@@ -19,6 +19,7 @@ ends with one line saying how many machines joined.
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -156,6 +157,12 @@ def _conclude(spec: RunSpec, run_dir: Path, child: ChildExit, last: dict[int, di
         raise _no_rank_started(spec, run_dir, child, log)
     statuses = {r: rundir.read_optional(rank_dir(run_dir, r), rundir.STATUS, f"rank {r} status") or {}
                 for r in ranks}
+    refused = next((s for s in statuses.values() if s.get("state") == "usage"), None)
+    if refused is not None and signals.received is None:
+        # The spec itself was refused (a rank's build(), the same on every rank): a usage error, as
+        # in a single-process run, and nothing is kept.
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise UsageError(str(refused.get("message") or "a rank rejected the run spec"))
     complete = child.code == EXIT_OK and all(s.get("state") == "complete" for s in statuses.values())
     failure = None if complete or signals.received is not None else _failure(spec, run_dir, child, log, statuses,
                                                                                last)

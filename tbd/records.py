@@ -50,6 +50,7 @@ class RunSpec:
     rdzv_endpoint: str | None = None  # HOST:PORT of node 0's rendezvous; None: this machine, a free port
     rdzv_timeout_s: float = 300.0  # the machines must have joined within this
     rank_timeout_s: float = 300.0  # a collective that waits this long for a rank ends the run
+    data_parallel: str = "ddp"  # "ddp" (DistributedDataParallel) or "fsdp" (FSDP2 fully_shard)
 
     @property
     def world_size(self) -> int:

@@ -50,6 +50,9 @@ from tbd.models.base import Workload, pool_workload
 from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args
 from tbd.models.specs import DS2_SIZES, DS2Config, DS2ConvSpec
 
+#: Data-parallel engines this model runs under (tbd profile --data-parallel; checked by 2-rank tests).
+DATA_PARALLEL = ("ddp", "fsdp")
+
 SAMPLE_RATE = 16_000  # LibriSpeech audio, Hz
 WINDOW = 320  # 20 ms spectrogram window, samples
 HOP = 160  # 10 ms hop, samples
@@ -148,9 +151,10 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     model = DeepSpeech2(config)
     _init_weights(model, generator)
     model.to(device).train()
+    # Wrapped before the optimizer is made: FSDP replaces the parameters with their shards.
+    net = parallel(model) if parallel else model
     optimizer = torch.optim.SGD(model.parameters(), lr=3e-4, momentum=0.9)  # deepspeech.cfg [optimizer]
     ctc = nn.CTCLoss(blank=BLANK, reduction="sum", zero_infinity=True)
-    net = parallel(model) if parallel else model
 
     host_pool = [speech_batch(batch, config, generator) for _ in range(pool_size)]
     # Lengths stay on the host: packing and CTC want them there, so the step never syncs.

@@ -81,6 +81,9 @@ from tbd.models.pytorch import detection_ops as ops
 from tbd.models.pytorch.resnet50 import resnet
 from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args
 
+#: Data-parallel engines this model runs under (tbd profile --data-parallel; checked by 2-rank tests).
+DATA_PARALLEL = ("ddp", "fsdp")
+
 
 class FrozenBatchNorm2d(nn.Module):
     """BatchNorm with fixed statistics and affine terms: y = (x - mean) / sqrt(var + eps) * weight + bias.
@@ -270,11 +273,12 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     _calibrate(model, _normalised_pixels((1, 3, cfg.calibration_side, cfg.calibration_side), generator))
     _freeze(model)
     model.to(device).train()
+    # Wrapped before the optimizer is made: FSDP replaces the parameters with their shards.
+    net = parallel(model) if parallel else model
     trainable = [p for p in model.parameters() if p.requires_grad]
     # The reference's recipe (MXNet example/rcnn train.py, py-faster-rcnn): SGD, lr 0.001,
     # momentum 0.9, weight decay 0.0005.
     optimizer = torch.optim.SGD(trainable, lr=1e-3, momentum=0.9, weight_decay=5e-4)
-    net = parallel(model) if parallel else model
 
     host_pool = [voc_like_image(cfg, generator) for _ in range(pool_size)]
     pool = [(image.to(device), boxes.to(device), labels.to(device), RPN_MIN_SIZE * scale)

@@ -48,6 +48,9 @@ from tbd.models.specs import INCEPTION3_LABEL_SMOOTHING as LABEL_SMOOTHING
 from tbd.models.specs import INCEPTION3_SIZES as _SIZES
 from tbd.models.specs import check_inception3_batch
 
+#: Data-parallel engines this model runs under (tbd profile --data-parallel; checked by 2-rank tests).
+DATA_PARALLEL = ("ddp", "fsdp")
+
 Scale = Callable[[int], int]
 
 
@@ -282,10 +285,11 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     model = Inception3(classes, stages, width)
     _init_weights(model, generator)
     model.to(device).train()
+    # Wrapped before the optimizer is made: FSDP replaces the parameters with their shards.
+    net = parallel(model) if parallel else model
     # Szegedy et al. 2016, section 8: "RMSProp with decay of 0.9 and epsilon = 1.0", lr 0.045.
     optimizer = torch.optim.RMSprop(model.parameters(), lr=0.045, alpha=0.9, eps=1.0)
     criterion = nn.CrossEntropyLoss(label_smoothing=LABEL_SMOOTHING)
-    net = parallel(model) if parallel else model
 
     pool = [tuple(t.to(device) for t in image_batch(batch, (3, side, side), classes, generator))
             for _ in range(pool_size)]

@@ -13,6 +13,9 @@ from torch import nn
 from tbd.models.base import Workload
 from tbd.models.pytorch.resnet50 import POOL_SIZE, build_variant
 
+#: Data-parallel engines this model runs under (tbd profile --data-parallel; checked by 2-rank tests).
+DATA_PARALLEL = ("ddp", "fsdp")
+
 
 def build(batch: int, device, size: str = "full", seed: int = 0, *, pool_size: int = POOL_SIZE,
           parallel: Callable[[nn.Module], nn.Module] | None = None) -> Workload:

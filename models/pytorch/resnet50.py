@@ -20,6 +20,9 @@ from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, image_batc
 from tbd.models.specs import RESNET_DEPTHS as DEPTHS  # noqa: F401 - public name (faster_rcnn, tests)
 from tbd.models.specs import RESNET_SIZES as _SIZES
 
+#: Data-parallel engines this model runs under (tbd profile --data-parallel; checked by 2-rank tests).
+DATA_PARALLEL = ("ddp", "fsdp")
+
 _EXPANSION = 4  # bottleneck output channels / inner width
 
 
@@ -108,9 +111,10 @@ def build_variant(variant: str, batch: int, device: "torch.device | str", size: 
     # The reference recipe (Goyal et al., "Accurate, Large Minibatch SGD", 2017; torchvision's
     # references/classification): SGD, momentum 0.9, weight decay 1e-4, lr 0.1 per 256 images
     # scaled linearly with the batch.
+    # Wrapped before the optimizer is made: FSDP replaces the parameters with their shards.
+    net = parallel(model) if parallel else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1 * batch / 256, momentum=0.9, weight_decay=1e-4)
     criterion = nn.CrossEntropyLoss()
-    net = parallel(model) if parallel else model
 
     pool = [tuple(t.to(device) for t in image_batch(batch, (3, side, side), classes, generator))
             for _ in range(pool_size)]

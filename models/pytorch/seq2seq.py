@@ -31,6 +31,9 @@ from tbd.models.base import Workload, pool_workload
 from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args, sentence_lengths, token_batch
 from tbd.models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES
 
+#: Data-parallel engines this model runs under (tbd profile --data-parallel; checked by 2-rank tests).
+DATA_PARALLEL = ("ddp", "fsdp")
+
 #: Special token ids; regular tokens are FIRST_TOKEN..vocab-1.
 PAD, BOS, EOS = 0, 1, 2
 FIRST_TOKEN = 3
@@ -98,9 +101,10 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     # Adam, Sockeye's default optimizer, at PyTorch's default lr 0.001. (The NMT tutorial's
     # iwslt15 recipe uses plain SGD at lr 1.0; the optimizer barely changes the step's cost,
     # Adam's two state tensors per parameter show up as "dynamic" memory.)
+    # Wrapped before the optimizer is made: FSDP replaces the parameters with their shards.
+    net = parallel(model) if parallel else model
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     criterion = nn.CrossEntropyLoss(ignore_index=PAD)  # mean over real (non-pad) target tokens
-    net = parallel(model) if parallel else model
 
     host_pool = [sentence_pair_batch(batch, vocab, shortest, longest, generator) for _ in range(pool_size)]
     # Lengths stay on the host: pack_padded_sequence wants them there, and keeping them there

@@ -202,12 +202,13 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     model.to(device).train()
     # Base lr 1.0 so the LambdaLR factor is the learning rate itself. LambdaLR calls the lambda
     # with 0 before the first step, so the factor uses step + 1 (the paper's steps count from 1).
+    # Wrapped before the optimizer is made: FSDP replaces the parameters with their shards.
+    net = parallel(model) if parallel else model
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=ADAM_BETAS, eps=ADAM_EPS)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: inverse_sqrt_lr(step + 1, d_model, warmup))
     # Mean over real target tokens; PyTorch spreads epsilon uniformly over all classes.
     criterion = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=LABEL_SMOOTHING)
-    net = parallel(model) if parallel else model
 
     host_pool = [sentence_pair_batch(batch, vocab, shortest, longest, generator) for _ in range(pool_size)]
     pool = [tuple(t.to(device) for t in pair) for pair in host_pool]

@@ -89,6 +89,10 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
                    help="machines must have joined within this (default 300)")
     g.add_argument("--rank-timeout", type=positive_float, default=300.0, metavar="SECONDS",
                    help="a rank that keeps the others waiting this long in a collective ends the run (default 300)")
+    g.add_argument("--data-parallel", choices=("ddp", "fsdp"), default="ddp",
+                   help="ddp: DistributedDataParallel (each rank holds the whole model, gradients all-reduced); "
+                        "fsdp: FSDP2 fully_shard (parameters, gradients and optimizer state sharded across ranks, "
+                        "gathered layer by layer) where the model supports it (default ddp)")
     g.add_argument("--scaling", action="store_true",
                    help="first run the same model on 1, 2, ..., N-1 processes, for the scaling efficiency of each "
                         "(one machine)")
@@ -125,7 +129,8 @@ def distributed_options(args: argparse.Namespace) -> dict:
                          hint="profile one process with --ncu, or drop --ncu")
     return {"nproc_per_node": nproc, "nnodes": nnodes, "node_rank": getattr(args, "node_rank", 0),
             "rdzv_endpoint": getattr(args, "rdzv_endpoint", None),
-            "rdzv_timeout_s": getattr(args, "rdzv_timeout", 300.0), "rank_timeout_s": getattr(args, "rank_timeout", 300.0)}
+            "rdzv_timeout_s": getattr(args, "rdzv_timeout", 300.0), "rank_timeout_s": getattr(args, "rank_timeout", 300.0),
+            "data_parallel": getattr(args, "data_parallel", "ddp")}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -156,6 +156,14 @@ def test_a_rendezvous_that_does_not_form_times_out_in_one_line(tmp_path):
     assert "did not form within 3 s: 1 of 2 machines joined" in lines[-1], lines[-1]
 
 
+def test_a_model_without_fsdp_is_a_usage_error_from_the_ranks(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["profile", "transformer", "--batch", "2", *FAST, "--nproc-per-node", "2", "--data-parallel", "fsdp",
+                 "--out", str(out)]) == 2
+    assert "transformer does not run under --data-parallel fsdp; it runs under ddp" in capsys.readouterr().err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("args, says", [
     (["--framework", "mxnet", "--nproc-per-node", "2"], "torch.distributed"),
     (["--nnodes", "2"], "--rdzv-endpoint"),
@@ -186,3 +194,28 @@ def test_the_cluster_in_report_csv_and_again_from_the_rank_folders(resnet, capsy
     again = _json(out)
     assert again["cluster"] == cluster
     assert again["metrics"]["throughput"] == profile["metrics"]["throughput"]
+
+
+@pytest.fixture(scope="module")
+def resnet_fsdp(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist") / "resnet-fsdp"
+    assert main(["profile", "resnet50", "--batch", "4", *FAST, "--nproc-per-node", "2", "--data-parallel", "fsdp",
+                 "--out", str(out)]) == 0
+    return out
+
+
+def test_fsdp_shards_the_weights_between_the_ranks(resnet, resnet_fsdp):
+    """Each FSDP rank holds about half the weights (its shards), and gradients likewise, where a
+    DDP rank holds them all; the cluster's throughput is still the ranks' sum."""
+    whole = _ranks(resnet)[0]["metrics"]["memory_bytes"]
+    shards = [r["metrics"]["memory_bytes"] for r in _ranks(resnet_fsdp)]
+    for category in ("weights", "gradients"):
+        # fully_shard splits each parameter in two along dim 0, padding an odd row count: the halves
+        # add up to the whole, plus at most a row per parameter.
+        assert sum(s[category] for s in shards) == pytest.approx(whole[category], rel=0.02)
+        assert all(s[category] < 0.55 * whole[category] for s in shards)
+    profile = _json(resnet_fsdp / "profile.json")
+    assert profile["spec"]["data_parallel"] == "fsdp"
+    own = [r["metrics"]["throughput"]["value"] for r in _ranks(resnet_fsdp)]
+    assert profile["metrics"]["throughput"]["value"] == pytest.approx(sum(own), rel=1e-12)
+    assert all(row["comm_s"] > 0 for row in profile["cluster"]["ranks"])  # all-gathers and reduce-scatters
