@@ -137,7 +137,8 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
         pool_size: synthetic batches kept on the device and cycled through by step().
         parallel: wraps the model for data-parallel training (e.g. in DistributedDataParallel);
             step() runs the forward pass through the wrapper, while Workload.model and the
-            optimizer keep the unwrapped model. None: single process.
+            optimizer keep the module itself (FSDP shards it in place, before the optimizer is
+            made). None: single process.
     Returns:
         Workload whose step() runs one iteration and returns the loss tensor (no host sync);
         samples_per_step is the pool's mean seconds of audio per batch (throughput in audio_s/s),
