@@ -186,8 +186,10 @@ def _read_log(run_dir: Path) -> str:
 def _no_rank_started(spec: RunSpec, run_dir: Path, child: ChildExit, log: str) -> TbdError:
     """No rank wrote anything: the rendezvous did not form, or torchrun itself failed."""
     found = _RDZV_TIMEOUT.search(log)
-    if found or "DistStoreError" in log or "rendezvous" in log.lower() and "timed out" in log.lower():
-        joined = f": {found.group(2)} of {found.group(3)} machines joined" if found else ""
+    unreached = "DistNetworkError" in log or "client socket has timed out" in log
+    if found or unreached or "DistStoreError" in log or "rendezvous" in log.lower() and "timed out" in log.lower():
+        joined = f": {found.group(2)} of {found.group(3)} machines joined" if found else \
+            f": node 0 could not be reached there (torchrun's log: {run_dir / rundir.LOG})" if unreached else ""
         return WorkloadError(f"the rendezvous at {spec.rdzv_endpoint or 'this machine'} did not form within "
                              f"{spec.rdzv_timeout_s:g} s{joined}",
                              hint=f"start `tbd profile` with --node-rank 0..{spec.nnodes - 1} on every machine with "

@@ -154,6 +154,11 @@ def test_a_rendezvous_that_does_not_form_times_out_in_one_line(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert "Traceback" not in done.stderr
     assert "did not form within 3 s: 1 of 2 machines joined" in lines[-1], lines[-1]
+    # Node 1 with no node 0 to reach: said as such, with torchrun's log.
+    done = _tbd(["profile", "resnet50", "--batch", "2", *FAST, "--nnodes", "2", "--node-rank", "1",
+                 "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-timeout", "3", "--out", str(tmp_path / "n1")])
+    assert done.returncode == 4 and "Traceback" not in done.stderr, done.stderr
+    assert "did not form within 3 s: node 0 could not be reached there" in done.stderr.strip().splitlines()[-1]
 
 
 def test_a_model_without_fsdp_is_a_usage_error_from_the_ranks(tmp_path, capsys):
