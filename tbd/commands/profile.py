@@ -76,8 +76,8 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     """Several processes (and machines) on torch.distributed, launched under torchrun (PyTorch)."""
     g = p.add_argument_group("several processes and machines (PyTorch, torch.distributed under torchrun)")
     g.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="N",
-                   help="processes on this machine, one per GPU (on the CPU: Gloo, the cores shared); each runs "
-                        "DistributedDataParallel on --batch samples; the profile sums their throughput")
+                   help="processes on this machine, one per GPU (on the CPU: Gloo, the cores shared); each trains "
+                        "data-parallel (--data-parallel) on --batch samples; the profile sums their throughput")
     g.add_argument("--nnodes", type=positive_int, default=1, metavar="M",
                    help="machines in the run: start the same command on each, with its own --node-rank")
     g.add_argument("--node-rank", type=nonnegative_int, default=0, metavar="R",
