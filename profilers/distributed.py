@@ -59,9 +59,13 @@ def place_from_env(env: dict[str, str] | None = None) -> RankPlace | None:
         return None
 
 
+#: RUN_DIR/ranks: the ranks' folders of a multi-process run.
+RANKS = "ranks"
+
+
 def rank_dir(run_dir: Path, rank: int) -> Path:
     """RUN_DIR/ranks/rank-K: one rank's raw records, laid out like a single-process run directory."""
-    return run_dir / "ranks" / f"rank-{rank}"
+    return run_dir / RANKS / f"rank-{rank}"
 
 
 class RankGroup:

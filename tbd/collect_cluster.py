@@ -21,16 +21,12 @@ from tbd.analysis.cluster import CommTimes, RankInput, ScalingInput, cluster_sum
 from tbd.analysis.cluster_throughput import summed_throughput
 from tbd.errors import ResultFormatError, TbdError
 from tbd.profile import COMPLETE, PARTIAL, Profile
+from tbd.profilers.distributed import RANKS, rank_dir
 from tbd.records import RunSpec
 
-RANKS = "ranks"
 SCALING = "scaling"
 #: In RUN_DIR/scaling/pN when that count's run failed: {"message": its one-line error}.
 SCALING_FAILED = "failed.json"
-
-
-def rank_folder(run_dir: Path, rank: int) -> Path:
-    return run_dir / RANKS / f"rank-{rank}"
 
 
 def rank_numbers(run_dir: Path) -> list[int]:
@@ -86,7 +82,7 @@ def cluster_profile(run_dir: Path, *, read_rank: Callable[..., Profile],
     notes = list(extra_notes or [])
     inputs: list[RankInput] = []
     for r in rank_numbers(run_dir):
-        folder = rank_folder(run_dir, r)
+        folder = rank_dir(run_dir, r)
         state = (rundir.read_optional(folder, rundir.STATUS, f"rank {r} status") or {}).get("state")
         try:
             profile = read_rank(folder, status=None if state == "complete" else PARTIAL)

@@ -26,12 +26,12 @@ from pathlib import Path
 
 from tbd import rundir
 from tbd.collect import cluster_profile_from_run_dir
-from tbd.collect_cluster import SCALING_FAILED
+from tbd.collect_cluster import SCALING_FAILED, rank_numbers
 from tbd.errors import InterruptedRun, TbdError, UsageError, WorkloadError
 from tbd.frameworks import runtime
 from tbd.orchestrate import ChildExit, ProgressSink, RunOutcome, prepare_run_dir, profile_run, run_child
 from tbd.profile import PARTIAL
-from tbd.profilers.distributed import rank_dir
+from tbd.profilers.distributed import RANKS, rank_dir
 from tbd.records import RunSpec
 from tbd.runner import EXIT_OK, child_command
 from tbd.signals import ForwardedSignals
@@ -148,8 +148,7 @@ def _scaling_points(spec: RunSpec, run_dir: Path, progress: ProgressSink) -> Non
 def _conclude(spec: RunSpec, run_dir: Path, child: ChildExit, last: dict[int, dict],
               signals: ForwardedSignals) -> RunOutcome:
     log = _read_log(run_dir)
-    ranks = sorted(int(p.name.split("-")[1]) for p in (run_dir / "ranks").glob("rank-*")
-                   if p.name.split("-")[1].isdigit()) if (run_dir / "ranks").is_dir() else []
+    ranks = rank_numbers(run_dir)
     if not ranks:
         if signals.received is not None:
             raise InterruptedRun("interrupted before any rank started; nothing was written",
@@ -171,7 +170,7 @@ def _conclude(spec: RunSpec, run_dir: Path, child: ChildExit, last: dict[int, di
                                            write_ranks=True)
     rundir.atomic_write_json(run_dir / rundir.PROFILE, profile.to_dict())
     if failure is not None:
-        raise WorkloadError(f"{failure}; every rank's records are kept in {run_dir / 'ranks'}, marked partial",
+        raise WorkloadError(f"{failure}; every rank's records are kept in {run_dir / RANKS}, marked partial",
                             hint="the rank's workload.log says why")
     return RunOutcome(profile, signals.exit_code() if signals.received else 0, run_dir)
 

@@ -12,6 +12,7 @@ from tbd.distributed_run import check_spec, profile_distributed
 from tbd.errors import UsageError
 from tbd.ncu_measure import measure_with_ncu
 from tbd.orchestrate import profile_run
+from tbd.profilers.distributed import DATA_PARALLEL
 from tbd.records import RunSpec
 from tbd.reports.progress import StageProgress
 from tbd.reports.terminal import render_profile
@@ -89,7 +90,7 @@ def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
                    help="machines must have joined within this (default 300)")
     g.add_argument("--rank-timeout", type=positive_float, default=300.0, metavar="SECONDS",
                    help="a rank that keeps the others waiting this long in a collective ends the run (default 300)")
-    g.add_argument("--data-parallel", choices=("ddp", "fsdp"), default="ddp",
+    g.add_argument("--data-parallel", choices=DATA_PARALLEL, default="ddp",
                    help="ddp: DistributedDataParallel (each rank holds the whole model, gradients all-reduced); "
                         "fsdp: FSDP2 fully_shard (parameters, gradients and optimizer state sharded across ranks, "
                         "gathered layer by layer) where the model supports it (default ddp)")
