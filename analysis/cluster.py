@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tbd.analysis.intervals import clip, difference, merge, overlap_length_ns, union_length_ns
-from tbd.profile import Cluster, ClusterRank, Profile, ScalingRow
+from tbd.profile import Profile
+from tbd.profile_cluster import Cluster, ClusterRank, ScalingRow
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tbd.comparison import ComparedRun, Comparison, Gap, MetricComparison, OpComparison
-from tbd.profile import MEMORY_CATEGORIES, PARTIAL, Cluster, Profile
+from tbd.profile import MEMORY_CATEGORIES, PARTIAL, Profile
+from tbd.profile_cluster import Cluster
 
 _LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 #: The spec keys whose difference changes what a ratio means (the device is what is being compared).

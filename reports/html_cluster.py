@@ -6,7 +6,7 @@ summary list, the scaling table when measured, one row per rank. A null figure r
 
 from __future__ import annotations
 
-from tbd.profile import Cluster, ClusterRank
+from tbd.profile_cluster import Cluster, ClusterRank
 from tbd.reports.html_page import Cell, bytes_cell, facts, maybe, num, section, table
 from tbd.reports.numbers import NA, fmt_duration, fmt_pct, fmt_sig
 from tbd.reports.printable import printable

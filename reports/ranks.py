@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.text import Text
 
-from tbd.profile import Cluster, cluster_json
+from tbd.profile_cluster import Cluster, cluster_json
 from tbd.reports.kernels_table import NA, console_text, fmt_pct, fmt_seconds, new_console, plain_table
 from tbd.reports.printable import printable
 

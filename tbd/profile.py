@@ -9,12 +9,12 @@ raises `ResultFormatError` on anything malformed. Never pickle.
 
 from __future__ import annotations
 
-import math
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tbd import profile_checks as c
 from tbd.errors import ResultFormatError
+from tbd.profile_cluster import Cluster, load_cluster
 
 SCHEMA = "tbd.profile/2"
 READABLE_SCHEMAS = ("tbd.profile/1", SCHEMA)
@@ -221,71 +221,6 @@ class Iterations:
 
 
 @dataclass(frozen=True)
-class ClusterRank:
-    """One rank of a multi-rank (torch.distributed) job: its own figures and its communication.
-
-    comm_s, compute_s and overlap_s are per traced step (seconds); the shares are of its trace
-    window's wall time (analysis/cluster.py, docs/profile-json.md "cluster")."""
-
-    rank: int | None  # the process's global rank; None when the trace does not say
-    host: str | None
-    source: str  # its run directory or trace file
-    status: str  # its profile's: "complete" or "partial"
-    throughput: float | None  # its own, per second
-    throughput_unit: str
-    iteration_s: float | None  # median of its timing window's iteration times
-    busy_pct: float | None  # GPU busy % (formula (1)); null on the CPU
-    flop_util_pct: float | None
-    cpu_util_pct: float | None
-    allocator_peak_bytes: int | None
-    backend_kind: str | None  # "nccl", "rccl", "gloo", "none" (no collective in its trace); null: not measured
-    steps: int | None  # traced steps the per-step figures divide by
-    window_s: float | None  # its trace window's wall time
-    comm_s: float | None  # per step: union of its communication intervals
-    compute_s: float | None  # per step: union of its compute intervals
-    overlap_s: float | None  # per step: time both ran
-    comm_share_pct: float | None  # comm / window
-    overlap_pct: float | None  # overlap / comm
-    exposed_comm_share_pct: float | None  # (comm - overlap) / window
-    reasons: dict[str, str] = field(default_factory=dict)  # field name -> why it is null
-
-
-@dataclass(frozen=True)
-class ScalingRow:
-    """Throughput with `processes` ranks, and its scaling efficiency against one process."""
-
-    processes: int
-    throughput: float | None
-    unit: str
-    source: str | None  # the run it was measured by
-    efficiency_pct: float | None  # throughput(n) / (n x throughput(1)) x 100; above 100 is superlinear
-    reason: str | None = None  # why throughput or efficiency is null
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """The cluster summary of a multi-rank job (analysis/cluster.py; docs/profile-json.md "cluster")."""
-
-    world_size: int | None  # ranks in the job (distributedInfo, or the launch); may exceed the ranks here
-    nnodes: int | None
-    backend: str | None  # the process group's backend as recorded ("nccl", "gloo")
-    ranks_measured: int  # ranks with a profile here
-    global_throughput: float | None  # sum of the ranks' throughputs
-    throughput_unit: str | None
-    comm_share_mean_pct: float | None  # mean over ranks of comm_share_pct
-    comm_share_max_pct: float | None
-    overlap_mean_pct: float | None  # mean over ranks of overlap_pct
-    exposed_comm_share_mean_pct: float | None
-    straggler_rank: int | None  # the rank with the most compute per step
-    straggler_source: str | None  # its source (ranks without a number are told apart by it)
-    straggler_lag_s: float | None  # its compute per step minus the median of the others'
-    ranks: list[ClusterRank]
-    scaling: list[ScalingRow] = field(default_factory=list)
-    scaling_reason: str | None = None  # why `scaling` is empty, or a row's efficiency null
-    reasons: dict[str, str] = field(default_factory=dict)  # field name -> why it is null
-
-
-@dataclass(frozen=True)
 class Profile:
     status: str
     spec: dict[str, Any]
@@ -312,22 +247,12 @@ class Profile:
         data = {"schema": data.pop("schema"), **data}
         if data["cluster"] is None:  # one process: the key stays absent, as in files written before it
             del data["cluster"]
-        return _finite(data)
+        return c.finite_json(data)
 
     @classmethod
     def from_dict(cls, data: Any) -> "Profile":
         """Validate and rebuild; raises ResultFormatError with the offending key."""
         return _load_profile(data)
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def _require(data: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -377,17 +302,11 @@ _DEVICE = {"gpu": c.obj(null=True), "cpu": c.obj(null=True)}
 _DEVICE_NAMES = {"name": c.text(null=True), "model": c.text(null=True)}
 
 
-def _make(cls: type, values: dict[str, Any]) -> Any:
-    """`cls(**values)`, a nullable field that was absent and has no default given as null."""
-    missing = {f.name: None for f in fields(cls) if f.name not in values and f.default is MISSING
-               and f.default_factory is MISSING}
-    return cls(**values, **missing)
-
-
 def _load_kernel_rows(rows: Any, where: str) -> list[KernelRow]:
     if not isinstance(rows, list):
         raise ResultFormatError(f"profile key '{where}' is not a list")
-    out = [_make(KernelRow, _no_null_ops(c.fields(r, f"{where}[{i}].", _KERNEL_ROW))) for i, r in enumerate(rows)]
+    out = [c.make_record(KernelRow, _no_null_ops(c.fields(r, f"{where}[{i}].", _KERNEL_ROW)))
+           for i, r in enumerate(rows)]
     for i, row in enumerate(out):
         if row.util_pct is not None and row.util_pct > 100.0 + c.PCT_SLACK and not row.util_note:
             raise ResultFormatError(f"profile key '{where}[{i}].util_pct' is {row.util_pct:g} % without a util_note "
@@ -409,15 +328,16 @@ def _load_no_flop_formula(data: Any) -> NoFlopFormula | None:
     gap = {"cause": c.text(), "pct": c.pct(), "detail": c.text(), "ops": c.items(op, null=True)}
     values = c.fields(data, where, {"pct": c.pct(null=True), "causes": c.seq(),
                                     "communication_overlap_pct": c.pct(null=True)})
-    values["causes"] = [_make(FlopGap, c.fields(g, f"{where}causes[{i}].", gap)) for i, g in enumerate(values["causes"])]
-    return _make(NoFlopFormula, values)
+    values["causes"] = [c.make_record(FlopGap, c.fields(g, f"{where}causes[{i}].", gap))
+                        for i, g in enumerate(values["causes"])]
+    return c.make_record(NoFlopFormula, values)
 
 
 def _load_memory(m: dict) -> Memory:
     values = c.fields(_require(m, "memory_bytes", dict, "metrics."), "metrics.memory_bytes.", _MEMORY)
     if values.get("sources") is None:  # absent (a profile.json written before it) or null: no labels
         values.pop("sources", None)
-    memory = _make(Memory, values)
+    memory = c.make_record(Memory, values)
     c.known_keys(memory.cross_check, "metrics.memory_bytes.cross_check.", _CROSS_CHECK)
     return memory
 
@@ -425,20 +345,22 @@ def _load_memory(m: dict) -> Memory:
 def _load_metrics(data: dict) -> Metrics:
     m = _require(data, "metrics", dict, "")
     return Metrics(
-        throughput=_make(Throughput, _no_null_repeats(c.fields(
+        throughput=c.make_record(Throughput, _no_null_repeats(c.fields(
             _require(m, "throughput", dict, "metrics."), "metrics.throughput.", {
                 "value": c.number(null=True), "unit": c.text(), "also": c.mapping(c.number()),
                 "reason": c.text(null=True), "repeats": c.items(c.number(), null=True),
                 "spread_pct": c.number(null=True), "interval_pct": c.number(null=True)}))),
-        gpu_busy_pct=_make(Value, c.fields(_require(m, "gpu_busy_pct", dict, "metrics."), "metrics.gpu_busy_pct.", _VALUE)),
-        gpu_busy_nvml_pct=_make(Value, c.fields(_require(m, "gpu_busy_nvml_pct", dict, "metrics."),
-                                           "metrics.gpu_busy_nvml_pct.", _VALUE)),
-        flop_util_pct=_make(FlopUtil, c.fields(_require(m, "flop_util_pct", dict, "metrics."), "metrics.flop_util_pct.",
-                                          _FLOP_UTIL)),
-        cpu_util_pct=_make(Value, c.fields(_require(m, "cpu_util_pct", dict, "metrics."), "metrics.cpu_util_pct.", _VALUE)),
+        gpu_busy_pct=c.make_record(Value, c.fields(_require(m, "gpu_busy_pct", dict, "metrics."),
+                                                   "metrics.gpu_busy_pct.", _VALUE)),
+        gpu_busy_nvml_pct=c.make_record(Value, c.fields(_require(m, "gpu_busy_nvml_pct", dict, "metrics."),
+                                                        "metrics.gpu_busy_nvml_pct.", _VALUE)),
+        flop_util_pct=c.make_record(FlopUtil, c.fields(_require(m, "flop_util_pct", dict, "metrics."),
+                                                       "metrics.flop_util_pct.", _FLOP_UTIL)),
+        cpu_util_pct=c.make_record(Value, c.fields(_require(m, "cpu_util_pct", dict, "metrics."),
+                                                   "metrics.cpu_util_pct.", _VALUE)),
         memory_bytes=_load_memory(m),
         no_flop_formula=_load_no_flop_formula(m.get("no_flop_formula")),
-        memory_bandwidth=None if m.get("memory_bandwidth") is None else _make(
+        memory_bandwidth=None if m.get("memory_bandwidth") is None else c.make_record(
             Bandwidth, c.fields(m["memory_bandwidth"], "metrics.memory_bandwidth.", _BANDWIDTH)),
     )
 
@@ -465,49 +387,7 @@ def _load_quality(data: Any) -> Quality | None:
         return None
     values = c.fields(data, "quality.", _QUALITY)
     values["reasons"] = values.get("reasons") or {}
-    return _make(Quality, values)
-
-
-_CLUSTER_RANK = {"rank": c.integer(null=True), "host": c.text(null=True), "source": c.text(), "status": c.text(),
-                 "throughput": c.number(null=True), "throughput_unit": c.text(), "iteration_s": c.number(null=True),
-                 "busy_pct": c.pct(null=True), "flop_util_pct": c.pct(null=True), "cpu_util_pct": c.pct(null=True),
-                 "allocator_peak_bytes": c.integer(null=True), "backend_kind": c.text(null=True),
-                 "steps": c.integer(null=True), "window_s": c.number(null=True), "comm_s": c.number(null=True),
-                 "compute_s": c.number(null=True), "overlap_s": c.number(null=True),
-                 "comm_share_pct": c.pct(null=True), "overlap_pct": c.pct(null=True),
-                 "exposed_comm_share_pct": c.pct(null=True), "reasons": c.mapping(c.text(), null=True)}
-_SCALING_ROW = {"processes": c.integer(low=1), "throughput": c.number(null=True), "unit": c.text(),
-                "source": c.text(null=True), "efficiency_pct": c.number(null=True), "reason": c.text(null=True)}
-_CLUSTER = {"world_size": c.integer(low=1, null=True), "nnodes": c.integer(low=1, null=True),
-            "backend": c.text(null=True), "ranks_measured": c.integer(), "global_throughput": c.number(null=True),
-            "throughput_unit": c.text(null=True), "comm_share_mean_pct": c.pct(null=True),
-            "comm_share_max_pct": c.pct(null=True), "overlap_mean_pct": c.pct(null=True),
-            "exposed_comm_share_mean_pct": c.pct(null=True), "straggler_rank": c.integer(null=True),
-            "straggler_source": c.text(null=True), "straggler_lag_s": c.number(null=True), "ranks": c.seq(),
-            "scaling": c.seq(null=True), "scaling_reason": c.text(null=True), "reasons": c.mapping(c.text(), null=True)}
-
-
-def cluster_json(cluster: Cluster) -> dict[str, Any]:
-    """The cluster summary as plain JSON (profile.json's "cluster"); NaN and infinities as null."""
-    return _finite(asdict(cluster))
-
-
-def load_cluster(data: Any, where: str = "cluster.") -> Cluster | None:
-    """A Cluster from its JSON (`Cluster` as `asdict` writes it), validated; None for null.
-
-    Raises:
-        ResultFormatError: a field malformed or out of range, its key named (`where` + key).
-    """
-    if data is None:
-        return None
-    values = c.fields(data, where, _CLUSTER)
-    values["reasons"] = values.get("reasons") or {}
-    values["ranks"] = [_make(ClusterRank, {**(r := c.fields(row, f"{where}ranks[{i}].", _CLUSTER_RANK)),
-                                           "reasons": r.get("reasons") or {}})
-                       for i, row in enumerate(values["ranks"])]
-    values["scaling"] = [_make(ScalingRow, c.fields(row, f"{where}scaling[{i}].", _SCALING_ROW))
-                         for i, row in enumerate(values.get("scaling") or [])]
-    return _make(Cluster, values)
+    return c.make_record(Quality, values)
 
 
 def _load_profile(data: Any) -> Profile:
@@ -528,12 +408,12 @@ def _load_profile(data: Any) -> Profile:
         c.known_keys(environment.get(part), f"environment.{part}.", _DEVICE_NAMES)
     return Profile(
         status=status, spec=spec, environment=environment,
-        iterations=None if it is None else _make(Iterations, c.fields(it, "iterations.", _ITERATIONS)),
+        iterations=None if it is None else c.make_record(Iterations, c.fields(it, "iterations.", _ITERATIONS)),
         metrics=metrics,
         kernels=_load_kernel_rows(_require(data, "kernels", list, ""), "kernels"),
         low_util_kernels=_load_kernel_rows(_require(data, "low_util_kernels", list, ""), "low_util_kernels"),
         low_bandwidth_kernels=_load_kernel_rows(data.get("low_bandwidth_kernels") or [], "low_bandwidth_kernels"),
-        op_groups=[_make(OpGroupRow, c.fields(g, f"op_groups[{i}].", _OP_GROUP))
+        op_groups=[c.make_record(OpGroupRow, c.fields(g, f"op_groups[{i}].", _OP_GROUP))
                    for i, g in enumerate(c.seq(null=True)(data.get("op_groups"), "op_groups") or [])],
         notes=c.items(c.text())(_require(data, "notes", list, ""), "notes"),
         provenance=c.obj(null=True)(data.get("provenance"), "provenance") or {},

@@ -10,6 +10,7 @@ in [0, 100], sizes, counts, times and FLOP figures are not negative. A checker i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -155,3 +156,21 @@ def checking(what: str) -> Iterator[None]:
     except ResultFormatError as exc:
         raise ResultFormatError(str(exc).replace("profile key", f"{what} key", 1)
                                 .replace("profile is missing", f"{what} is missing", 1), exc.hint) from None
+
+
+def finite_json(obj: Any) -> Any:
+    """`obj` as JSON-ready data with NaN and infinities as null (they never leave as numbers)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def make_record(cls: type, values: dict[str, Any]) -> Any:
+    """`cls(**values)`, a nullable field that was absent and has no default given as null."""
+    missing = {f.name: None for f in dataclasses.fields(cls) if f.name not in values
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    return cls(**values, **missing)

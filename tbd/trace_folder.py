@@ -17,7 +17,8 @@ from tbd import rundir
 from tbd.analysis.cluster import CommTimes, RankInput, cluster_summary
 from tbd.collect import check_options, comm_of_records, kineto_records, profile_of_kineto, small_int
 from tbd.errors import UsageError
-from tbd.profile import Cluster, Profile
+from tbd.profile import Profile
+from tbd.profile_cluster import Cluster
 from tbd.profilers import kineto
 
 

@@ -10,7 +10,7 @@ from testpaths import FIXTURES
 
 from tbd.cli import main
 from tbd.collect import comm_times_from_trace
-from tbd.profile import load_cluster
+from tbd.profile_cluster import load_cluster
 from tbd.trace_folder import cluster_of_ranks, profiles_from_trace_folder
 
 CUDA = FIXTURES / "kineto_cuda_synthetic.json"

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from testpaths import ROOT
 
-CORE = {"tbd.errors", "tbd.records", "tbd.profile", "tbd.profile_checks", "tbd.rundir", "tbd.sweep_result",
-        "tbd.comparison"}
+CORE = {"tbd.errors", "tbd.records", "tbd.profile", "tbd.profile_checks", "tbd.profile_cluster", "tbd.rundir",
+        "tbd.sweep_result", "tbd.comparison"}
 # package -> its folder in the checkout (setup.cfg package_dir)
 FOLDERS = {"tbd.analysis": "analysis", "tbd.models": "models", "tbd.reports": "reports",
            "tbd.profilers": "profilers"}
