@@ -43,6 +43,9 @@ _RDZV_TIMEOUT = re.compile(r"Timed out after (\d+) seconds waiting for clients\.
 #: A collective that gave up waiting: Gloo says "Timed out waiting ..." or "Application timeout caused pair
 #: closure", NCCL's watchdog "Watchdog caught collective operation timeout".
 _TIMED_OUT = re.compile(r"timed out|timeout", re.IGNORECASE)
+#: A collective that failed because another rank went away: it timed out, or its connection closed.
+_PEER_LOST = re.compile(r"timed out|timeout|closed by peer|reset by peer|connection closed|broken pipe|"
+                        r"communicator was aborted", re.IGNORECASE)
 _TORCHRUN_MAIN = "import sys; del sys.path[0]; from torch.distributed.run import main; sys.exit(main())"
 
 
@@ -204,20 +207,24 @@ def _failure(spec: RunSpec, run_dir: Path, child: ChildExit, log: str, statuses:
     codes = {int(r): int(c) for r, c in _FAILED_RANK.findall(log)}
     root_part = log[log.rfind(_ROOT_CAUSE):] if _ROOT_CAUSE in log else ""
     root = _FAILED_RANK.search(root_part)
-    waited = [r for r, s in statuses.items() if s.get("state") == "crash" and _TIMED_OUT.search(str(s.get("message")))]
-    if waited:
-        # The others gave up waiting for it in a collective: the culprit is the rank that did not.
-        silent = [r for r in statuses if r not in waited and statuses[r].get("state") != "complete"]
-        if silent:
-            r = min(silent, key=lambda k: (last.get(k, {}).get("done") or 0))
-            where = _where(statuses[r], last.get(r))
-            return (f"rank {r} stopped responding{where}: the other ranks waited {spec.rank_timeout_s:g} s "
-                    f"(--rank-timeout) in a collective and gave up; log at {rank_dir(run_dir, r) / rundir.LOG}")
-    r = int(root.group(1)) if root else next((k for k, s in statuses.items() if s.get("state") != "complete"),
-                                             None)
+    # A rank that lost a peer (gave up waiting for it, or saw its connection close) is a victim; the
+    # culprit is a failed rank that is not. torchrun's "Root Cause" is only the first exit it saw,
+    # which can be a victim when both exit within one of its polls.
+    lost = {r for r, s in statuses.items() if s.get("state") == "crash" and _PEER_LOST.search(str(s.get("message")))}
+    failed = sorted({r for r, s in statuses.items() if s.get("state") != "complete"} | set(codes))
+    culprits = [r for r in failed if r not in lost]
+    waited = any(_TIMED_OUT.search(str(statuses[r].get("message"))) for r in lost)
+    if waited and culprits:
+        r = min(culprits, key=lambda k: (last.get(k, {}).get("done") or 0, k))
+        where = _where(statuses.get(r, {}), last.get(r))
+        return (f"rank {r} stopped responding{where}: the other ranks waited {spec.rank_timeout_s:g} s "
+                f"(--rank-timeout) in a collective and gave up; log at {rank_dir(run_dir, r) / rundir.LOG}")
+    # Among the culprits, one that wrote no status died outright (it could not say why): it comes first.
+    r = min(culprits, key=lambda k: (bool(statuses.get(k)), k)) if culprits else \
+        int(root.group(1)) if root else (failed[0] if failed else None)
     if r is None:
         return f"torchrun exited with code {child.code}, log at {run_dir / rundir.LOG}"
-    code = codes.get(r, int(root.group(2)) if root else None)
+    code = codes.get(r)
     said = f"exited with code {code}" if code is not None and code >= 0 else \
         f"was killed by signal {-code}" if code is not None else "failed"
     message = str(statuses.get(r, {}).get("message") or "").splitlines()
