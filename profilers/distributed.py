@@ -96,6 +96,10 @@ class RankGroup:
         gathered: list[Any] = [None] * self.place.world_size if self.place.rank == 0 else []
         self.torch.distributed.gather_object((self.place.rank, files), gathered if self.place.rank == 0 else None,
                                              dst=0, group=self.control)
+        # A sender's gather returns once its bytes are sent, not received: without this barrier it
+        # could leave the group and close its connection while rank 0 is still reading (seen in CI
+        # as "Connection closed by peer" on rank 0).
+        self.torch.distributed.barrier(group=self.control)
         if self.place.rank != 0:
             return
         for rank, rank_files in gathered:
