@@ -20,7 +20,7 @@ $(BIN)/tbd: setup.cfg pyproject.toml $(CONSTRAINTS)
 setup: $(BIN)/tbd setup-mxnet setup-tensorflow
 
 # MXNet 1.9 (its last release) does not import with numpy 2: it gets its own environment, whose
-# interpreter runs the MXNet runner child (tbd/frameworks.py). tbd's child-side modules need only
+# interpreter runs the MXNet runner child (tbd/cli/frameworks.py). tbd's child-side modules need only
 # numpy and psutil there.
 # tbd itself is installed there too (editable, --no-deps: its own requirements would pull numpy 2),
 # so the child imports `tbd` from its installation, never from PYTHONPATH or the working directory.

@@ -12,8 +12,19 @@ import numpy as np
 
 from tbd.analysis import flop_gaps, kernel_rows, op_groups, quality, ranking, stability, utilization
 from tbd.analysis.peaks import PeakModel
-from tbd.profile import COMPLETE, Bandwidth, FlopUtil, Iterations, Memory, Metrics, Profile, Quality, Throughput, Value
-from tbd.records import (
+from tbd.core.profile import (
+    COMPLETE,
+    Bandwidth,
+    FlopUtil,
+    Iterations,
+    Memory,
+    Metrics,
+    Profile,
+    Quality,
+    Throughput,
+    Value,
+)
+from tbd.core.records import (
     NO_FORMULA,
     NO_LAUNCH_OP,
     SHAPES_NOT_RECORDED,

@@ -2,7 +2,7 @@
 
 Per rank, over its trace window (the span of its ProfilerStep spans, the window of GPU busy %):
 comm_s is the length of the union of its communication intervals clipped to the window (NCCL/RCCL
-kernels on a GPU, the backend's collective spans on a CPU: profilers.kineto_comm), compute_s
+kernels on a GPU, the backend's collective spans on a CPU: profilers.kineto.comm), compute_s
 likewise for its compute intervals (every other kernel; on a CPU the top-level ops of the threads
 that run no collective, less their time inside collective calls), overlap_s the length of the intersection of the two unions, and
 exposed_comm_s = comm_s - overlap_s: communication nothing hid. Shares are of the window's wall
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tbd.analysis.intervals import clip, difference, merge, overlap_length_ns, union_length_ns
-from tbd.profile import Profile
-from tbd.profile_cluster import Cluster, ClusterRank, ScalingRow
+from tbd.core.profile import Profile
+from tbd.core.profile_cluster import Cluster, ClusterRank, ScalingRow
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def comm_times(comm_start_ns: np.ndarray, comm_end_ns: np.ndarray, compute_start
         window_start_ns, window_end_ns: the trace window [start, end) in ns.
         steps: traced steps in the window. backend_kind: recorded as given.
         wait_start_ns, wait_end_ns: time to leave out of compute (a CPU rank's host time inside
-            collective calls: profilers.kineto_comm); None: none.
+            collective calls: profilers.kineto.comm); None: none.
     Returns:
         CommTimes in seconds (exact integer ns until the final division).
     Raises:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tbd.analysis.quality import interval_pct
-from tbd.profile import Throughput
+from tbd.core.profile import Throughput
 
 
 def summed_throughput(ranks: list[Throughput], missing: list[str] | None = None) -> Throughput:

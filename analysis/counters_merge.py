@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, replace
 
 from tbd.analysis.ncu_command import kernel_function_name
-from tbd.profile import KernelRow, Profile
+from tbd.core.profile import KernelRow, Profile
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tbd.analysis.ranking import factorize
-from tbd.records import KernelTable
+from tbd.core.records import KernelTable
 
 #: Launching ops listed per group (the rest are summed into the shares of those shown).
 MAX_OPS = 3

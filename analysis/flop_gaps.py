@@ -25,8 +25,8 @@ import numpy as np
 
 from tbd.analysis.intervals import overlap_length_ns, union_length_ns
 from tbd.analysis.ranking import factorize
-from tbd.profile import FlopGap, NoFlopFormula
-from tbd.records import NO_FORMULA, NO_LAUNCH_OP, SHAPES_NOT_RECORDED, SHAPES_UNREADABLE, KernelTable
+from tbd.core.profile import FlopGap, NoFlopFormula
+from tbd.core.records import NO_FORMULA, NO_LAUNCH_OP, SHAPES_NOT_RECORDED, SHAPES_UNREADABLE, KernelTable
 
 COMMUNICATION = "communication"
 COMPILED_REGION = "compiled_region"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 
 PRECISIONS = ("fp64", "fp64_tensor", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 _T = 1e12  # a datasheet TFLOP/s (TOP/s for int8), in FLOP/s

@@ -23,9 +23,9 @@ import numpy as np
 from tbd.analysis import drilldown, ranking
 from tbd.analysis.ncu_command import kernel_function_name, ncu_command, shell_line
 from tbd.analysis.roofline import MEMORY, RooflinePoint, roofline_point
-from tbd.errors import UsageError
-from tbd.profile import KernelRow
-from tbd.records import ANALYTIC, TraceRecords
+from tbd.core.errors import UsageError
+from tbd.core.profile import KernelRow
+from tbd.core.records import ANALYTIC, TraceRecords
 
 NVTX_TRACE_WINDOW = "tbd.trace_window"  # the NVTX push/pop range around tbd's trace window
 

@@ -49,16 +49,16 @@ from __future__ import annotations
 
 import shlex
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 
 # Only core imports. The metric names are those analysis.counter_work reads, the ellipsis the one
-# profilers.trace_names.clean_name shortens names with (a test holds both equal).
+# profilers.traces.names.clean_name shortens names with (a test holds both equal).
 #: FP32/FP16/FP64 add, mul and fma thread instructions (counter_work.FLOP_METRICS).
 FLOP_METRICS = tuple(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum"
                      for p in "fhd" for op in ("add", "mul", "fma"))
 DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 ELLIPSIS = "\u2026"
-#: The NVTX domain and range tbd pushes around its trace window (profilers.pytorch, profilers.loop).
+#: The NVTX domain and range tbd pushes around its trace window (profilers.pytorch.hook, profilers.loop).
 NVTX_DOMAIN = "tbd"
 NVTX_RANGE = "tbd.trace_window"
 #: Tensor-pipe counters whatever the GPU names them (analysis.counter_work): warp instructions

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from tbd.analysis.ncu_command import DEFAULT_METRICS, NVTX_RANGE, kernel_function_name, name_regex, ncu_argv
-from tbd.profile import KernelRow, Profile
+from tbd.core.profile import KernelRow, Profile
 
 
 @dataclass(frozen=True)

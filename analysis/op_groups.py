@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from tbd.analysis.ranking import factorize
-from tbd.profile import OpGroupRow
-from tbd.records import KernelTable
+from tbd.core.profile import OpGroupRow
+from tbd.core.records import KernelTable
 
 NO_LAUNCH_OP = "(no launching op)"
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from tbd.analysis.kernel_families import KERNEL_FAMILIES, Cc
-from tbd.errors import TraceFormatError
+from tbd.core.errors import TraceFormatError
 
 # --------------------------------------------------------------------------------------------
 # Op precision from Kineto's "Input type"

@@ -1,6 +1,6 @@
 """How far a run's figures can be trusted on the machine it ran on: the measurement-quality record.
 
-Pure: raw/quality.json's records (profilers/windows.py, profilers/machine_load.py) in, a `Quality`
+Pure: raw/quality.json's records (profilers/stages.py, profilers/machine_load.py) in, a `Quality`
 out. A shared machine moves every figure of a run: other jobs take cores from the workload (its
 throughput drops; the machine-wide CPU utilization of formula (3) counts their work as busy), and
 the GEMM ceiling that is a CPU's FLOP-utilization denominator is measured on the same busy cores.
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tbd.profile import Quality
+from tbd.core.profile import Quality
 
 OTHER_LOAD_CORES = 0.25  # other processes' CPU above this many cores: a warning
 SPREAD_PCT = 10.0  # repeats' throughput, or the two GEMM ceilings, further apart than this: a warning

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tbd.records import KernelTable
+from tbd.core.records import KernelTable
 
 
 @dataclass(frozen=True)

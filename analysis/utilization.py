@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tbd.analysis.intervals import covered_in_window_ns
-from tbd.records import CpuSample, KernelTable, NvmlSample, TraceRecords
+from tbd.core.records import CpuSample, KernelTable, NvmlSample, TraceRecords
 
 
 def device_busy_ns(trace: TraceRecords) -> int:

@@ -17,8 +17,8 @@ import time
 import torch
 
 import tbd
-from tbd.profilers.pytorch import resolve_device
-from tbd.registry import load_builder
+from tbd.cli.registry import load_builder
+from tbd.profilers.pytorch.hook import resolve_device
 
 
 def bare_throughput(workload, sync, warmup: int, iterations: int) -> float:

@@ -38,10 +38,10 @@ from pathlib import Path
 import numpy as np
 from synthetic_kineto import GENERATOR_VERSION, write_trace
 
-from tbd.analysis.flops import op_flops, precision_of
+from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.ranking import factorize
 from tbd.analysis.utilization import device_busy_ns
-from tbd.profilers.kineto import read_trace_file, trace_records
+from tbd.profilers.kineto.reader import read_trace_file, trace_records
 
 ROOT = Path(__file__).resolve().parent.parent
 _JSON_LOADS = "import json, sys; json.loads(open(sys.argv[1], 'rb').read())"
@@ -108,7 +108,7 @@ def _tools(path: Path, work: Path, hta_python: Path | None, others: bool,
     analyze = ["-m", "tbd.cli", "analyze", str(path), "--sm-clock-mhz", "1410", "--json", str(work / "profile.json")]
     tools = {"tbd analyze": [sys.executable, *analyze],
              # What every tbd command pays before it reads a byte: the interpreter and tbd's imports.
-             "tbd startup": [sys.executable, "-c", "import tbd.cli"]}
+             "tbd startup": [sys.executable, "-c", "import tbd.cli.main"]}
     if others:
         tools["json.loads"] = [sys.executable, "-c", _JSON_LOADS, str(path)]
     if others and baseline is not None:

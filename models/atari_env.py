@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 
 #: ALE's minimal action set for Pong, in ALE's order; RIGHT moves the paddle up, LEFT down.
 ACTIONS = ("NOOP", "FIRE", "RIGHT", "LEFT", "RIGHTFIRE", "LEFTFIRE")

@@ -3,8 +3,8 @@
 models/<framework>/<model>.py say how a network is built in that framework; what it is (layer
 widths, the "full" and "test" sizes, loss weights, optimizer settings, init scales) is written
 once here, so the PyTorch, TensorFlow and MXNet versions cannot drift apart. Faster R-CNN's live
-in models/numpy_detection.py, Deep Speech 2's data constants in models/numpy_speech.py.
-Plain Python (and tbd.errors, for the checks every port shares): importable from every
+in models/host_data/detection.py, Deep Speech 2's data constants in models/host_data/speech.py.
+Plain Python (and tbd.core.errors, for the checks every port shares): importable from every
 framework's interpreter.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 
 # --- Inception-v3 (Szegedy et al., CVPR 2016; torchvision's Inception3, TF-slim's training recipe)
 

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import psutil
 
-from tbd.errors import TbdError
-from tbd.records import CpuSample
+from tbd.core.errors import TbdError
+from tbd.core.records import CpuSample
 
 BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "interrupt", "dpc")
 NOT_BUSY_FIELDS = ("idle", "iowait", "steal")

@@ -43,10 +43,10 @@ import msgspec
 
 from tbd.analysis.counter_work import MeasuredWork, measured_launch, measured_work
 from tbd.analysis.counters_merge import MeasuredLaunch
-from tbd.errors import TraceFormatError
-from tbd.profilers.trace_files import LIMIT_VARIABLE, read_trace_bytes
-from tbd.profilers.trace_names import clean_name, quoted
-from tbd.profilers.trace_times import us_text_to_ns
+from tbd.core.errors import TraceFormatError
+from tbd.profilers.traces.files import LIMIT_VARIABLE, read_trace_bytes
+from tbd.profilers.traces.names import clean_name, quoted
+from tbd.profilers.traces.times import us_text_to_ns
 
 CATEGORY = "cuda_profiler_range"
 RECORD_HINT = ("record with PyTorch <= 2.13: torch.profiler.profile(activities=[ProfilerActivity.CUDA], "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tbd import rundir
+from tbd.core import rundir
 
 #: Test seam for the failure paths (tests/e2e/test_distributed.py): "RANK:ITERATION:exit=CODE" makes
 #: that rank exit with CODE at that iteration, "RANK:ITERATION:hang" makes it stop responding.

@@ -18,7 +18,7 @@ from typing import Any, Callable, ContextManager
 import numpy as np
 
 from tbd.analysis.stability import StabilityRule, detect_timed
-from tbd.records import IterationLog, RunSpec
+from tbd.core.records import IterationLog, RunSpec
 
 ProgressFn = Callable[[dict], None]
 

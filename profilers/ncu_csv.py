@@ -41,9 +41,9 @@ from typing import Mapping
 
 from tbd.analysis.counter_work import MeasuredWork, is_work_metric, measured_launch, measured_work
 from tbd.analysis.counters_merge import MeasuredLaunch
-from tbd.errors import TraceFormatError
-from tbd.profilers.trace_files import LIMIT_VARIABLE, read_trace_bytes
-from tbd.profilers.trace_names import clean_name, quoted
+from tbd.core.errors import TraceFormatError
+from tbd.profilers.traces.files import LIMIT_VARIABLE, read_trace_bytes
+from tbd.profilers.traces.names import clean_name, quoted
 
 EXPORT_HINT = ("export with: ncu --csv --page raw --print-units base --metrics <metrics> --log-file counters.csv "
                "<program>, or ncu --import report.ncu-rep --csv --page raw --print-units base > counters.csv")

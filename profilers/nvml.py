@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tbd.records import NvmlSample
+from tbd.core.records import NvmlSample
 
 SAMPLES = "nvmlDeviceGetSamples"
 POLLING = "nvmlDeviceGetUtilizationRates"

@@ -11,8 +11,8 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tbd.profile_cluster import Cluster, ClusterRank
-from tbd.reports.kernels_table import console_text, legend_grid, new_console, plain_table
+from tbd.core.profile_cluster import Cluster, ClusterRank
+from tbd.reports.console import console_text, legend_grid, new_console, plain_table
 from tbd.reports.numbers import NA, fmt_bytes, fmt_duration, fmt_pct, fmt_sig
 from tbd.reports.printable import printable
 

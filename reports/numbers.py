@@ -23,7 +23,7 @@ import math
 import operator
 import re
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 
 NA = "n/a"
 SI_PREFIXES = ("", "k", "M", "G", "T", "P")

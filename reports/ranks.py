@@ -6,8 +6,8 @@ from typing import Any
 
 from rich.text import Text
 
-from tbd.profile_cluster import Cluster, cluster_json
-from tbd.reports.kernels_table import NA, console_text, fmt_pct, fmt_seconds, new_console, plain_table
+from tbd.core.profile_cluster import Cluster, cluster_json
+from tbd.reports.console import NA, console_text, fmt_pct, fmt_seconds, new_console, plain_table
 from tbd.reports.printable import printable
 
 RANKS_SCHEMA = "tbd.ranks/1"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from tbd.reports.kernels_table import console_text, new_console, plain_table
+from tbd.reports.console import console_text, new_console, plain_table
 from tbd.reports.printable import printable
 
 #: The cell of a model x framework: it runs here, its framework is missing here, or it has no port.
@@ -30,7 +30,7 @@ def _cell(row: dict) -> str:
 def render_suite(rows: list[dict], *, width: int = 120) -> str:
     """The suite as plain text at `width` columns (at least 80 reads without a folded word).
 
-    rows: `tbd.commands.suite.suite_rows()`'s, one per model x framework (model, framework,
+    rows: `tbd.cli.commands.suite.suite_rows()`'s, one per model x framework (model, framework,
     application, dominant_layer, dataset, unit, default_batch, available, implemented).
     """
     frameworks = list(dict.fromkeys(r["framework"] for r in rows))

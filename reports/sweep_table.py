@@ -15,11 +15,11 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tbd.reports.kernels_table import console_text, new_console, plain_table
+from tbd.core.sweep_result import POINT_MEMORY_KEYS, Sweep, SweepPoint
+from tbd.reports.console import console_text, new_console, plain_table
 from tbd.reports.numbers import NA, fmt_duration, fmt_pct, fmt_sig
 from tbd.reports.printable import printable
 from tbd.reports.terminal import fmt_bytes
-from tbd.sweep_result import POINT_MEMORY_KEYS, Sweep, SweepPoint
 
 STATUS_LABELS = {"ok": "ok", "partial": "partial", "oom": "OOM", "failed": "failed"}
 #: The CSV's columns, in order: the point, its figures, then each memory key in bytes.

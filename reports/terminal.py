@@ -19,11 +19,20 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from tbd.errors import UsageError
-from tbd.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, Iterations, Memory, NoFlopFormula, Profile, Quality, Value
+from tbd.core.errors import UsageError
+from tbd.core.profile import (
+    MEMORY_CATEGORIES,
+    PARTIAL,
+    FlopUtil,
+    Iterations,
+    Memory,
+    NoFlopFormula,
+    Profile,
+    Quality,
+    Value,
+)
 from tbd.reports.cluster_text import render_cluster
-from tbd.reports.kernel_drilldown import rankings, time_table
-from tbd.reports.kernels_table import (
+from tbd.reports.console import (
     NA,
     console_text,
     fmt_pct,
@@ -35,6 +44,7 @@ from tbd.reports.kernels_table import (
     plain_table,
     shorten_middle,
 )
+from tbd.reports.kernels.drilldown import rankings, time_table
 from tbd.reports.numbers import byte_counts_in_words, fmt_bytes
 from tbd.reports.printable import printable
 from tbd.reports.quality_text import machine_parts, throughput_detail
@@ -80,7 +90,7 @@ def _header(profile: Profile) -> list[RenderableType]:
         line.append(profile.status)
         return [line, device]
     line.append("PARTIAL", style=LOUD)
-    # DESIGN.md: a partial profile "says why in notes". tbd/collect.py puts it first as "partial: <why>";
+    # DESIGN.md: a partial profile "says why in notes". tbd/cli/run_analysis.py puts it first as "partial: <why>";
     # other writers may not prefix it, so the first note stands in for the reason then.
     why = [n[len("partial:"):].strip() for n in profile.notes if n.lower().startswith("partial:")]
     reason = printable((why or profile.notes or ["no reason recorded"])[0])
@@ -251,7 +261,7 @@ def _memory(mem: Memory) -> list[RenderableType]:
     return out + _torch_memory(mem.cross_check)
 
 
-#: What the memory table's terms mean (analysis/memory.py computes them; a newcomer asked).
+#: What the memory table's terms mean (analysis/memory/pytorch.py computes them; a newcomer asked).
 _MEMORY_LEGEND = (
     ("Own peak", "each category's highest, each at its own moment"),
     ("At allocator peak", "live at the allocator's highest moment; adds up to it"),
@@ -323,7 +333,7 @@ def _memory_figure_missing(mem: Memory, key: str) -> bool:
 
 
 def _torch_memory(cross: dict[str, Any] | None) -> list[RenderableType]:
-    """PyTorch's own memory-profiler categories beside ours (profilers/pytorch_memory.py's shape).
+    """PyTorch's own memory-profiler categories beside ours (profilers/pytorch/memory.py's shape).
 
     Shown in torch's categories with the one of ours each maps to: several map to "dynamic", and
     adding their own peaks would not give a peak, so no number is merged here.

@@ -12,22 +12,22 @@ __version__ = "0.1.0"
 
 
 def profile_step(*args, **kwargs):
-    """Profile a user's own training step; see tbd.api.profile_step."""
-    from tbd.api import profile_step as _profile_step
+    """Profile a user's own training step; see tbd.cli.api.profile_step."""
+    from tbd.cli.api import profile_step as _profile_step
 
     return _profile_step(*args, **kwargs)
 
 
 def load_profile(path):
-    """Load and validate a profile.json or RUN_DIR; see tbd.collect.load_profile."""
-    from tbd.collect import load_profile as _load_profile
+    """Load and validate a profile.json or RUN_DIR; see tbd.cli.run_analysis.load_profile."""
+    from tbd.cli.run_analysis import load_profile as _load_profile
 
     return _load_profile(path)
 
 
 def __getattr__(name):
     if name == "Profile":
-        from tbd.profile import Profile
+        from tbd.core.profile import Profile
 
         return Profile
     raise AttributeError(name)

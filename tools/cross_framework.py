@@ -27,12 +27,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from tbd import registry, rundir
-from tbd.analysis.compare import Side, compare_profiles
-from tbd.errors import TbdError, UsageError
-from tbd.orchestrate import profile_run
-from tbd.profile import MEMORY_CATEGORIES, Profile
-from tbd.records import RunSpec
+from tbd.analysis.compare_runs import Side, compare_profiles
+from tbd.cli import registry
+from tbd.cli.orchestrate import profile_run
+from tbd.core import rundir
+from tbd.core.errors import TbdError, UsageError
+from tbd.core.profile import MEMORY_CATEGORIES, Profile
+from tbd.core.records import RunSpec
 
 DEFAULT_MODELS = "resnet50:16,seq2seq:64"
 ITERATIONS, TRACE_ITERATIONS = 10, 2

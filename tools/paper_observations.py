@@ -19,9 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from tbd.orchestrate import profile_run
-from tbd.profile import MEMORY_CATEGORIES, Profile
-from tbd.records import RunSpec
+from tbd.cli.orchestrate import profile_run
+from tbd.core.profile import MEMORY_CATEGORIES, Profile
+from tbd.core.records import RunSpec
 
 THROUGHPUT_BATCHES = {"resnet50": (2, 8, 32), "seq2seq": (16, 32, 64)}
 MEMORY_RUNS = {"resnet50": 32, "seq2seq": 64, "transformer": 32}

@@ -123,7 +123,7 @@ def run_one(model: str, framework: str, size: str, batch: int | None, n: int, ti
     """The n synchronised warm-up iterations of one `tbd profile` run, in microseconds."""
     with tempfile.TemporaryDirectory(prefix="tbd-warmup-corpus-") as tmp:
         out = Path(tmp) / "run"
-        cmd = [str(VENV_PY), "-c", "import sys; from tbd.cli import console_main; sys.exit(console_main())",
+        cmd = [str(VENV_PY), "-c", "import sys; from tbd.cli.main import console_main; sys.exit(console_main())",
                "profile", model, "--framework", framework, "--size", size,
                "--warmup", str(n), "--iterations", "1", "--trace-iterations", "0", "--out", str(out), "--quiet"]
         if batch is not None:

@@ -15,7 +15,7 @@ Trainable parameters: 180,987,293, as in PyTorch.
 
 CTC: gluon.loss.CTCLoss (MXNet's ctc_loss, blank_label="last"): the blank is the LAST class
 (index 28) and the characters are 0..27, where PyTorch has blank 0 and characters 1..28; the data
-(models/numpy_speech.py, PyTorch's convention) is shifted by one when the pool is built, and label
+(models/host_data/speech.py, PyTorch's convention) is shifted by one when the pool is built, and label
 padding is -1 (ignored anyway: label lengths are passed). The classifier's 29 outputs are the
 unnormalised activations CTCLoss expects (it applies the softmax itself). Its per-utterance losses
 summed and scaled by trainer.step(batch) give PyTorch's summed CTC / batch gradient.
@@ -42,8 +42,8 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn, rnn
 
 from tbd.models.base import Workload, pool_workload
-from tbd.models.numpy_speech import BINS, CLASSES, audio_seconds, output_frames, speech_batch
-from tbd.models.numpy_synthetic import POOL_SIZE, check_build_args
+from tbd.models.host_data.batches import POOL_SIZE, check_build_args
+from tbd.models.host_data.speech import BINS, CLASSES, audio_seconds, output_frames, speech_batch
 from tbd.models.specs import DS2_SIZES
 
 CLIP = 20.0  # clipped ReLU ceiling (Amodei et al. 2016, §3.1)

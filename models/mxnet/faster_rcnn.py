@@ -10,7 +10,7 @@ anchor targets (IoU 0.7 / 0.3, 256 sampled, half positive), proposals (12,000 be
 7x7, average pool, 21-way classifier and per-class box regression; four losses (RPN binary
 cross-entropy and smooth-L1 sigma 3, head cross-entropy and smooth-L1 sigma 1); SGD lr 0.001,
 momentum 0.9, wd 0.0005; batch fixed at one image. Sizes, thresholds, synthetic data and the
-anchor grid come from models/numpy_detection.py (shared with the TensorFlow port); the
+anchor grid come from models/host_data/detection.py (shared with the TensorFlow port); the
 backbone's stages (ResNet-50's bottleneck with frozen BatchNorm), BN calibration and freezing from
 models/mxnet/faster_rcnn_backbone.py.
 
@@ -48,13 +48,13 @@ import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
-from tbd.errors import UsageError
-from tbd.models import numpy_detection as det
+from tbd.core.errors import UsageError
 from tbd.models.base import Workload, pool_workload
+from tbd.models.host_data import detection as det
+from tbd.models.host_data.batches import POOL_SIZE
+from tbd.models.host_data.detection import NUM_CLASSES, DetectorConfig
 from tbd.models.mxnet.faster_rcnn_backbone import calibrate, freeze, norm, stage
 from tbd.models.mxnet.resnet50 import conv
-from tbd.models.numpy_detection import NUM_CLASSES, DetectorConfig
-from tbd.models.numpy_synthetic import POOL_SIZE
 
 _NEG = -1e30  # "minus infinity" for masked top-k keys (finite, so arithmetic on it stays finite)
 

@@ -38,7 +38,7 @@ from collections.abc import Callable
 
 import torch
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.models.base import Workload
 
 # The agent's parts (models/pytorch/a3c_model.py) are public names of the workload's module too.

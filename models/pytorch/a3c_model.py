@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.models.specs import A3C_ACTIONS as ACTIONS
 from tbd.models.specs import A3C_ALPHA as ALPHA
 from tbd.models.specs import A3C_ENTROPY_BETA as ENTROPY_BETA

@@ -17,7 +17,7 @@ import torch
 import torch.multiprocessing as mp
 from torch.nn import functional as F
 
-from tbd.errors import WorkloadError
+from tbd.core.errors import WorkloadError
 from tbd.models.atari_env import PaddleBallEnv
 from tbd.models.pytorch.a3c_model import ActorCritic, SharedRMSprop, a3c_loss, init_weights, n_step_returns
 from tbd.models.specs import A3C_ACTIONS as ACTIONS

@@ -19,7 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 
 #: Largest log-scale change decode_boxes applies: exp(dw) <= 1000 / 16 (torchvision's
 #: `bbox_xform_clip`), so an untrained regressor cannot blow a box up to inf.

@@ -50,12 +50,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.models.base import Workload, pool_workload
 
 # Sizes, thresholds and data constants are framework-neutral: one copy, shared with the MXNet and
-# TensorFlow ports (models/numpy_detection.py).
-from tbd.models.numpy_detection import (
+# TensorFlow ports (models/host_data/detection.py).
+from tbd.models.host_data.detection import (
     ANCHOR_RATIOS,
     HEAD_BOX_WEIGHTS,
     HEAD_FOREGROUND_FRACTION,
@@ -76,7 +76,7 @@ from tbd.models.numpy_detection import (
     VOC_SHORT_SIDES,
     DetectorConfig,
 )
-from tbd.models.numpy_detection import SIZES as _SIZES
+from tbd.models.host_data.detection import SIZES as _SIZES
 from tbd.models.pytorch import detection_ops as ops
 from tbd.models.pytorch.resnet50 import resnet
 from tbd.models.pytorch.synthetic import POOL_SIZE, check_build_args

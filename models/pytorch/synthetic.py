@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 
 
 def image_batch(batch: int, shape: tuple[int, int, int], classes: int,

@@ -14,7 +14,7 @@ Adam(beta1 0.9, beta2 0.98, eps 1e-9), lr = d_model^-0.5 * min(step^-0.5, step *
 
 Attention is written out with `F.scaled_dot_product_attention`, so a profile shows one
 `aten::_scaled_dot_product_*` op per attention (flash/efficient on CUDA, flash_attention_for_cpu on
-the CPU) that the FLOP table in analysis/flops.py counts, between explicit q/k/v/out `aten::linear`s.
+the CPU) that the FLOP table in analysis/flops/ops.py counts, between explicit q/k/v/out `aten::linear`s.
 Deliberate choices, none changing the step's cost:
 - no attention-weight dropout: the paper lists only residual and embedding dropout (tensor2tensor's
   `transformer_base` v1 and fairseq's default also use attention_dropout 0);

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tbd.models import numpy_detection as nd
+from tbd.models.host_data import detection as nd
 
 
 def smooth_l1(x: tf.Tensor, beta: float) -> tf.Tensor:

@@ -11,7 +11,7 @@ per-class box regression; losses sigmoid cross-entropy + smooth-L1 (beta 1/9) fo
 softmax cross-entropy + smooth-L1 (beta 1) for the head. Frozen BatchNorm (a fixed per-channel
 affine whose statistics are set from one forward pass at build), conv1 and res2 frozen, SGD lr
 0.001, momentum 0.9, L2 weight decay 0.0005, one image per step. Sizes, constants, the synthetic
-VOC images and the anchor grid come from models/numpy_detection.py (shared with the MXNet port);
+VOC images and the anchor grid come from models/host_data/detection.py (shared with the MXNet port);
 the backbone is models/tensorflow/faster_rcnn_backbone.py, the box ops models/tensorflow/detection_ops.py.
 
 Parameters: 47,457,494 conv/dense/BN-affine values as PyTorch's model.parameters() (trainable or
@@ -44,9 +44,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tbd.models import numpy_detection as nd
 from tbd.models.base import Workload, pool_workload
-from tbd.models.numpy_synthetic import POOL_SIZE
+from tbd.models.host_data import detection as nd
+from tbd.models.host_data.batches import POOL_SIZE
 from tbd.models.tensorflow.detection_ops import (
     balanced_sample,
     box_iou,

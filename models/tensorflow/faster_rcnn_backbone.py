@@ -10,7 +10,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tbd.models import numpy_detection as nd
+from tbd.models.host_data import detection as nd
 
 _EXPANSION = 4  # bottleneck output channels / inner width
 

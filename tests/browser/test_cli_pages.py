@@ -9,7 +9,7 @@ import shutil
 import pytest
 from testpaths import FIXTURES
 
-from tbd.cli import main
+from tbd.cli.main import main
 
 RUNS = FIXTURES / "runs"
 A_RUN, B_RUN = RUNS / "resnet50-test-cpu-b8-threads1", RUNS / "resnet50-test-cpu-b8-threads2"

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from tbd.cli import main
-from tbd.distributed_run import free_port
+from tbd.cli.distributed_run import free_port
+from tbd.cli.main import main
 
 FAST = ["--size", "test", "--device", "cpu", "--iterations", "4", "--trace-iterations", "2", "--repeat", "2",
         "--window-seconds", "0", "--quiet"]

@@ -10,7 +10,7 @@ import time
 import pytest
 from testpaths import ROOT
 
-from tbd.cli import main
+from tbd.cli.main import main
 from tbd.models.pytorch import resnet50
 
 WARMUP, ITERS, TRACE, BATCH, REPEAT = 2, 5, 2, 4, 2

@@ -13,9 +13,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from tbd import frameworks, registry
-from tbd.cli import main
-from tbd.errors import FrameworkMissingError
+from tbd.cli import frameworks, registry
+from tbd.cli.main import main
+from tbd.core.errors import FrameworkMissingError
 
 BATCH = {"resnet50": 2, "inception3": 2, "seq2seq": 4, "transformer": 4, "faster_rcnn": 1, "deepspeech2": 2,
          "wgan": 2, "a3c": 4}
@@ -42,7 +42,7 @@ PAIRS = [pytest.param((fw, m), marks=pytest.mark.skipif(not _available(fw), reas
 _PARAM_BYTES = {
     "mxnet": """
 import json, sys, mxnet as mx
-from tbd.registry import load_builder
+from tbd.cli.registry import load_builder
 name, batch = sys.argv[1], int(sys.argv[2])
 w = load_builder(name, "mxnet")(batch, mx.cpu(), "test", 0)
 params = list(w.model.collect_params().values())
@@ -52,7 +52,7 @@ w.close and w.close()
 """,
     "tensorflow": """
 import json, sys
-from tbd.registry import load_builder
+from tbd.cli.registry import load_builder
 name, batch = sys.argv[1], int(sys.argv[2])
 w = load_builder(name, "tensorflow")(batch, "/CPU:0", "test", 0)
 models = w.model if isinstance(w.model, (list, tuple)) else [w.model]

@@ -73,7 +73,7 @@ def test_pip_install_puts_only_tbd_at_top_level(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     added = set(p.name for p in site.iterdir()) - before
     assert {a for a in added if not a.endswith(".dist-info")} == {"tbd"}
-    # Imported from the venv, not from a checkout: tbd.errors needs nothing that --no-deps left out.
-    where = subprocess.run([str(python), "-c", "import tbd.errors; print(tbd.errors.__file__)"], cwd=tmp_path,
+    # Imported from the venv, not from a checkout: tbd.core.errors needs nothing that --no-deps left out.
+    where = subprocess.run([str(python), "-c", "import tbd.core.errors; print(tbd.core.errors.__file__)"], cwd=tmp_path,
                            capture_output=True, text=True, timeout=120)
-    assert where.stdout.strip() == str(site / "tbd" / "errors.py"), where.stderr
+    assert where.stdout.strip() == str(site / "tbd" / "core" / "errors.py"), where.stderr

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from testpaths import FIXTURES
 
-from tbd import rundir
-from tbd.collect import profile_from_trace
-from tbd.errors import WorkloadError
-from tbd.ncu_measure import measure_with_ncu
-from tbd.profile import Iterations, Profile
-from tbd.records import IterationLog
+from tbd.cli.ncu_measure import measure_with_ncu
+from tbd.cli.run_analysis import profile_from_trace
+from tbd.core import rundir
+from tbd.core.errors import WorkloadError
+from tbd.core.profile import Iterations, Profile
+from tbd.core.records import IterationLog
 
 FAKE_NCU = """#!{python}
 import json, os, shutil, sys
@@ -135,7 +135,7 @@ def test_no_ncu_or_nothing_to_measure_is_a_note(run, monkeypatch):
     run_dir, profile, _, _ = run
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("TBD_NCU", raising=False)
-    monkeypatch.setattr("tbd.ncu_measure._NCU_HOMES", ())
+    monkeypatch.setattr("tbd.cli.ncu_measure._NCU_HOMES", ())
     out = measure_with_ncu(profile, run_dir, 3)
     assert out.notes[-1].startswith("--ncu: nothing measured: Nsight Compute (ncu) is not on PATH")
     cpu = replace(profile, low_util_kernels=[], low_bandwidth_kernels=[])

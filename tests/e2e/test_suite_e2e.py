@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from tbd import registry
-from tbd.cli import main
+from tbd.cli import registry
+from tbd.cli.main import main
 
 BATCH = {"resnet50": 2, "resnet101": 2, "resnet152": 2, "inception3": 2, "seq2seq": 4, "transformer": 4,
          "faster_rcnn": 1, "deepspeech2": 2, "wgan": 2, "a3c": 5}

@@ -24,15 +24,15 @@ import time
 import pytest
 from testpaths import ROOT
 
-from tbd.cli import main
-from tbd.records import RunSpec
-from tbd.sweep import SweepPlan, load_sweep, run_sweep
+from tbd.cli.main import main
+from tbd.cli.sweep_run import SweepPlan, load_sweep, run_sweep
+from tbd.core.records import RunSpec
 
 ray = pytest.importorskip("ray")
 submitit = pytest.importorskip("submitit")
 
-from tbd.commands import sweep as sweep_command  # noqa: E402 - after the skips
-from tbd.sweep_executors import RayRunner, SubmititRunner  # noqa: E402
+from tbd.cli.commands import sweep as sweep_command  # noqa: E402 - after the skips
+from tbd.cli.sweep_executors import RayRunner, SubmititRunner  # noqa: E402
 
 WINDOWS = ["--warmup", "1", "--iterations", "2", "--repeat", "1", "--trace-iterations", "1", "--threads", "1"]
 SWEEP = ["sweep", "resnet50", "--size", "test", "--device", "cpu", *WINDOWS, "--batch", "2,4,4096",

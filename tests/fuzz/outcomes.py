@@ -28,15 +28,16 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbd import cli
-from tbd.analysis import memory_mxnet
 from tbd.analysis.assemble import assemble_profile, iteration_log_from_steps
-from tbd.analysis.flops import op_flops, precision_of
+from tbd.analysis.flops.ops import op_flops, precision_of
+from tbd.analysis.memory import mxnet as memory_mxnet
 from tbd.analysis.peaks import PeakFlops, PeakModel
-from tbd.collect import load_profile
-from tbd.errors import TbdError
-from tbd.profile import Profile
-from tbd.profilers import mxnet_trace, tensorflow_trace
+from tbd.cli import main as cli
+from tbd.cli.run_analysis import load_profile
+from tbd.core.errors import TbdError
+from tbd.core.profile import Profile
+from tbd.profilers.mxnet import trace as mxnet_trace
+from tbd.profilers.tensorflow import trace as tensorflow_trace
 from tbd.reports.terminal import render_profile
 
 MAX_ERROR_CHARS = 2000

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from outcomes import error_problem, profile_problem, text_problem
 
-from tbd.collect import profile_from_trace
-from tbd.errors import TbdError
+from tbd.cli.run_analysis import profile_from_trace
+from tbd.core.errors import TbdError
 from tbd.reports.terminal import render_profile
 
 _DIR = Path(tempfile.mkdtemp(prefix="tbd-fuzz-"))

@@ -3,7 +3,7 @@
 The starting point is the real profile `tbd analyze tests/fixtures/kineto_cuda_synthetic.json
 --sm-clock-mhz 1410 --json X` writes. Each example replaces up to three of its values (any key,
 at any depth) with a hostile one, or deletes the key, writes the file (Python's json writes
-NaN and Infinity tokens as it reads them) and loads it with `tbd.collect.load_profile`. Either
+NaN and Infinity tokens as it reads them) and loads it with `tbd.cli.run_analysis.load_profile`. Either
 the loader refuses it with a ResultFormatError whose message names a key of the mutated path, or
 the Profile renders (`render_profile`, `render_kernel_report`) with no nan/inf figure and no control
 character, and round-trips through `Profile.from_dict`.
@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from outcomes import profile_problem, text_problem
 from testpaths import FIXTURES
 
-from tbd import cli
-from tbd.collect import load_profile
-from tbd.errors import ResultFormatError
-from tbd.reports.kernel_drilldown import render_kernel_report
+from tbd.cli import main as cli
+from tbd.cli.run_analysis import load_profile
+from tbd.core.errors import ResultFormatError
+from tbd.reports.kernels.drilldown import render_kernel_report
 from tbd.reports.terminal import render_profile
 
 _DIR = Path(tempfile.mkdtemp(prefix="tbd-fuzz-profile-"))

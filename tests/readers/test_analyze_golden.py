@@ -3,7 +3,7 @@
 The fixture (tests/fixtures/README.md) describes an A100-like device (compute capability 8.0,
 108 SMs); with --sm-clock-mhz 1410 the hardware model gives
 FP32 = 108 x 1.41 GHz x 128 FLOP/clk and TF32 = 108 x 1.41 GHz x 1024 FLOP/clk.
-FLOPs come from the real formula table (analysis/flops.py).
+FLOPs come from the real formula table (analysis/flops/ops.py).
 """
 
 import json
@@ -11,7 +11,7 @@ import json
 import pytest
 from testpaths import FIXTURES
 
-from tbd.cli import main
+from tbd.cli.main import main
 
 FIXTURE = FIXTURES / "kineto_cuda_synthetic.json"
 P32 = 108 * 1.41e9 * 128

@@ -13,7 +13,7 @@ import json
 import pytest
 from testpaths import FIXTURES
 
-from tbd.errors import TraceFormatError
+from tbd.core.errors import TraceFormatError
 from tbd.profilers.cupti_counters import (
     RECORD_HINT,
     decode_cupti_counters,

@@ -25,7 +25,7 @@ import math
 import pytest
 from testpaths import FIXTURES
 
-from tbd.collect import profile_from_trace
+from tbd.cli.run_analysis import profile_from_trace
 
 TRACE = FIXTURES / "gpu" / "pt19_resnet50_v100.json.gz"
 pytestmark = pytest.mark.skipif(not TRACE.exists(), reason="real GPU traces not fetched (tests/fixtures/README.md)")
@@ -168,9 +168,9 @@ def test_the_forward_convolution_shows_its_op_shapes_and_python_stack(rows):
 
 def test_the_worked_example(rows):
     """The module docstring's conv, counted through tbd's own formulas on the completed shapes."""
-    from tbd.analysis.flops import op_flops
-    from tbd.analysis.op_bytes import op_bytes
-    from tbd.records import OpShapes
+    from tbd.analysis.flops.ops import op_flops
+    from tbd.analysis.op_bytes.ops import op_bytes
+    from tbd.core.records import OpShapes
     op = OpShapes("aten::convolution", ((32, 256, 56, 56), (128, 256, 1, 1), (), (), (), (), (), (), ()),
                   ("float", "float", "", "GenericList", "GenericList", "GenericList", "Bool", "GenericList", "Int"),
                   (), output_dims=((32, 128, 56, 56),))

@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 from testpaths import FIXTURES
 
-from tbd.analysis.flops import op_flops, precision_of
-from tbd.analysis.memory_mxnet import memory_breakdown
-from tbd.errors import TraceFormatError
-from tbd.profilers import mxnet_trace, tensorflow_trace
-from tbd.profilers.mxnet_ops import MXNET_TO_ATEN
-from tbd.profilers.trace_names import MAX_NAME_CHARS
+from tbd.analysis.flops.ops import op_flops, precision_of
+from tbd.analysis.memory.mxnet import memory_breakdown
+from tbd.core.errors import TraceFormatError
+from tbd.profilers.mxnet import trace as mxnet_trace
+from tbd.profilers.mxnet.ops import MXNET_TO_ATEN
+from tbd.profilers.tensorflow import trace as tensorflow_trace
+from tbd.profilers.traces.names import MAX_NAME_CHARS
 
 FLOPS = {"flops_of": op_flops, "precision_of": precision_of}
 

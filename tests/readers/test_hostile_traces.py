@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from testpaths import FIXTURES
 
-from tbd import cli
 from tbd.analysis.assemble import ABOVE_PEAK, ABOVE_PEAK_OVERALL, NEVER_BUSY
-from tbd.analysis.flops import op_flops, precision_of
-from tbd.collect import load_profile, profile_from_trace
-from tbd.profilers.kineto import read_trace_file, trace_records
-from tbd.profilers.trace_names import MAX_NAME_CHARS
-from tbd.records import SHAPES_UNREADABLE
+from tbd.analysis.flops.ops import op_flops, precision_of
+from tbd.cli import main as cli
+from tbd.cli.run_analysis import load_profile, profile_from_trace
+from tbd.core.records import SHAPES_UNREADABLE
+from tbd.profilers.kineto.reader import read_trace_file, trace_records
+from tbd.profilers.traces.names import MAX_NAME_CHARS
 from tbd.reports.terminal import render_profile
 
 CUDA = FIXTURES / "kineto_cuda_synthetic.json"
@@ -96,7 +96,7 @@ def test_invalid_utf8_in_a_name_is_read_as_replacement_characters(tmp_path):
 
 @pytest.mark.parametrize("depth", [9, 50, 500])
 def test_over_deep_input_dims_are_unreadable_shapes(tmp_path, depth):
-    # Before: RecursionError in profilers/kineto.py's _tuples. (Deeper than Python's recursion
+    # Before: RecursionError in profilers/kineto/reader.py's _tuples. (Deeper than Python's recursion
     # limit less the caller's stack, ~900 levels, msgspec cannot decode it: the next test.)
     trace = _trace("name", "aten::addmm", _set_args("Input Dims", "DEEP"))
     text = json.dumps(trace).replace('"DEEP"', "[" * depth + "]" * depth)

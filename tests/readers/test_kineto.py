@@ -2,7 +2,7 @@
 
 Expected numbers for kineto_cuda_synthetic.json are derived in tests/fixtures/README.md; they are
 written here as the same arithmetic. FLOPs come from a fake formula table (`fake_flops`) so these
-tests do not depend on analysis/flops.py's counts (one test plugs the shared table in).
+tests do not depend on analysis/flops/ops.py's counts (one test plugs the shared table in).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from testpaths import FIXTURES
 
-from tbd.analysis.flops import op_flops, precision_of
+from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.precision import kernel_precisions
-from tbd.errors import TraceFormatError
-from tbd.profilers.kineto import read_trace_file, trace_records
-from tbd.records import StepSpan
+from tbd.core.errors import TraceFormatError
+from tbd.core.records import StepSpan
+from tbd.profilers.kineto.reader import read_trace_file, trace_records
 
 FIXTURES = FIXTURES
 CUDA = FIXTURES / "kineto_cuda_synthetic.json"

@@ -1,4 +1,4 @@
-"""Shapes recovered from other records of the same call (profilers/kineto_completion.py).
+"""Shapes recovered from other records of the same call (profilers/kineto/completion.py).
 
 A PyTorch 1.9-style trace built here: a forward convolution chain recorded without stride or
 padding values, its autograd node (same "Sequence number") holding the output gradient's shape,
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tbd.analysis.flops import op_flops, precision_of
-from tbd.analysis.op_bytes import op_bytes
-from tbd.profilers.kineto import trace_records
+from tbd.analysis.flops.ops import op_flops, precision_of
+from tbd.analysis.op_bytes.ops import op_bytes
+from tbd.profilers.kineto.reader import trace_records
 
 X, W, OUT = [2, 3, 8, 8], [4, 3, 3, 3], [2, 4, 6, 6]  # a 3x3 conv, stride 1, no padding
 # 2 * N*Cout*OH*OW * Cin*kh*kw = 2 * 288 * 27; bytes: (input + weight + output) * 4

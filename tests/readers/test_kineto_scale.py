@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from testpaths import load_bench
 
-from tbd.analysis.flops import op_flops, precision_of
+from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.ranking import factorize
 from tbd.analysis.utilization import device_busy_ns
-from tbd.errors import TraceFormatError
-from tbd.profilers import kineto_decode
-from tbd.profilers.kineto import read_trace_file, trace_records
+from tbd.core.errors import TraceFormatError
+from tbd.profilers.kineto import decode as kineto_decode
+from tbd.profilers.kineto.reader import read_trace_file, trace_records
 
 synthetic = load_bench("synthetic_kineto")
 EVENTS = 30_000  # several decode batches (kineto_decode.BATCH_EVENTS events each)

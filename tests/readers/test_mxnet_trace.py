@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from testpaths import FIXTURES
 
-from tbd.analysis.flops import op_flops, precision_of
-from tbd.errors import TraceFormatError
-from tbd.profilers.mxnet_ops import MXNET_ZERO_FLOPS
-from tbd.profilers.mxnet_trace import read_trace_file, trace_records
-from tbd.rundir import MXNET_SHAPES_SCHEMA as SHAPES_SCHEMA
+from tbd.analysis.flops.ops import op_flops, precision_of
+from tbd.core.errors import TraceFormatError
+from tbd.core.rundir import MXNET_SHAPES_SCHEMA as SHAPES_SCHEMA
+from tbd.profilers.mxnet.ops import MXNET_ZERO_FLOPS
+from tbd.profilers.mxnet.trace import read_trace_file, trace_records
 
 FIXTURE = FIXTURES / "mxnet_cpu_small.json.gz"
-FLOPS = {"flops_of": op_flops, "precision_of": precision_of}  # the shared formula table, as tbd.collect passes it
+FLOPS = {"flops_of": op_flops, "precision_of": precision_of}  # the shared formula table, as tbd.cli.run_analysis passes it
 US = 1000  # ns per µs: MXNet writes integer microseconds
 
 # The hook's shape log for this recording (raw/mxnet_shapes.json, steps 1 and 2 are the same net):

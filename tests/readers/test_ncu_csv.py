@@ -18,9 +18,9 @@ from tbd.analysis.counter_work import (
     tensor_ops_by_path,
     total_flops,
 )
-from tbd.errors import TraceFormatError
+from tbd.core.errors import TraceFormatError
 from tbd.profilers.ncu_csv import EXPORT_HINT, launch_work, measured_launches, parse_ncu_csv, read_ncu_csv, unit_scale
-from tbd.profilers.trace_files import LIMIT_VARIABLE
+from tbd.profilers.traces.files import LIMIT_VARIABLE
 
 SMALL = FIXTURES / "ncu_raw_small.csv"
 SGEMM = "ampere_sgemm_128x64_nn"

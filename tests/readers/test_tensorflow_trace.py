@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from testpaths import FIXTURES
 
-from tbd.analysis.flops import op_flops, precision_of
-from tbd.analysis.memory_tensorflow import RECORDS_SCHEMA, memory_breakdown
-from tbd.errors import ResultFormatError, TraceFormatError
-from tbd.profilers.tensorflow_ops import TF_TO_ATEN, TF_ZERO_FLOPS, base_type
-from tbd.profilers.tensorflow_trace import read_trace_file, trace_records
+from tbd.analysis.flops.ops import op_flops, precision_of
+from tbd.analysis.memory.tensorflow import RECORDS_SCHEMA, memory_breakdown
+from tbd.core.errors import ResultFormatError, TraceFormatError
+from tbd.profilers.tensorflow.ops import TF_TO_ATEN, TF_ZERO_FLOPS, base_type
+from tbd.profilers.tensorflow.trace import read_trace_file, trace_records
 
 FIXTURE = FIXTURES / "tensorflow_cpu_small.json.gz"
-FLOPS = {"flops_of": op_flops, "precision_of": precision_of}  # the shared formula table, as tbd.collect passes it
+FLOPS = {"flops_of": op_flops, "precision_of": precision_of}  # the shared formula table, as tbd.cli.run_analysis passes it
 PS = 1000  # ps per ns
 
 
@@ -161,7 +161,7 @@ def test_memory_without_records_gives_reasons():
 
 
 def test_hook_module_imports_without_tensorflow():
-    from tbd.profilers import tensorflow as hook
+    from tbd.profilers.tensorflow import hook
 
     assert hook.is_out_of_memory(MemoryError())
     assert not hook.is_out_of_memory(ValueError("x"))
@@ -170,7 +170,7 @@ def test_hook_module_imports_without_tensorflow():
 
 def test_graph_shapes_of_a_tf_function():
     tf = pytest.importorskip("tensorflow")
-    from tbd.profilers.tensorflow_xspace import graph_shapes
+    from tbd.profilers.tensorflow.xspace import graph_shapes
 
     a, b = tf.ones((3, 5)), tf.ones((5, 7))
 
@@ -227,6 +227,6 @@ def test_every_op_of_the_lstm_fixture_has_flops(lstm):
 
 
 def test_the_hook_logs_shapes_for_every_mapped_op_type():
-    from tbd.profilers.tensorflow_xspace import SHAPED_OPS
+    from tbd.profilers.tensorflow.xspace import SHAPED_OPS
 
     assert set(TF_TO_ATEN) <= SHAPED_OPS

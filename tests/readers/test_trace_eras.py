@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from tbd.analysis.flops import op_flops, precision_of
+from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.utilization import device_busy_ns
-from tbd.collect import profile_from_trace
-from tbd.profilers.kineto import read_trace_file, trace_records
+from tbd.cli.run_analysis import profile_from_trace
+from tbd.profilers.kineto.reader import read_trace_file, trace_records
 
 US = 1000
 

@@ -1,6 +1,6 @@
 """Opening a trace file without trusting it: FIFOs, devices, directories, size caps, gzip bombs.
 
-Every reader opens its file through `profilers.trace_files.read_trace_bytes`; each case here was a
+Every reader opens its file through `profilers.traces.files.read_trace_bytes`; each case here was a
 hang or a memory blow-up before (a FIFO blocked `open` for ever; /dev/zero and a 6 MB gzip bomb
 grew a buffer until the machine ran out of memory).
 """
@@ -13,10 +13,11 @@ import zlib
 
 import pytest
 
-from tbd.errors import TraceFormatError, UsageError
-from tbd.profilers import mxnet_trace, tensorflow_trace
-from tbd.profilers.kineto import read_trace_file
-from tbd.profilers.trace_files import GZIP_FLOOR_BYTES, LIMIT_VARIABLE, byte_limit, read_trace_bytes
+from tbd.core.errors import TraceFormatError, UsageError
+from tbd.profilers.kineto.reader import read_trace_file
+from tbd.profilers.mxnet import trace as mxnet_trace
+from tbd.profilers.tensorflow import trace as tensorflow_trace
+from tbd.profilers.traces.files import GZIP_FLOOR_BYTES, LIMIT_VARIABLE, byte_limit, read_trace_bytes
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")

@@ -8,10 +8,10 @@ import json
 import pytest
 from testpaths import FIXTURES
 
-from tbd.cli import main
-from tbd.collect import comm_times_from_trace
-from tbd.profile_cluster import load_cluster
-from tbd.trace_folder import cluster_of_ranks, profiles_from_trace_folder
+from tbd.cli.main import main
+from tbd.cli.run_analysis import comm_times_from_trace
+from tbd.cli.trace_folder import cluster_of_ranks, profiles_from_trace_folder
+from tbd.core.profile_cluster import load_cluster
 
 CUDA = FIXTURES / "kineto_cuda_synthetic.json"
 

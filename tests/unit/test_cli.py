@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tbd.cli import main
+from tbd.cli.main import main
 
 
 def run(capsys, *argv):
@@ -62,8 +62,8 @@ def test_debug_shows_traceback(capsys):
 
 
 def test_suite_lists_every_model_and_framework(capsys):
-    from tbd import registry
-    from tbd.commands.suite import suite_rows
+    from tbd.cli import registry
+    from tbd.cli.commands.suite import suite_rows
 
     rows = suite_rows()
     assert len(rows) == len(registry.MODELS) * len(registry.FRAMEWORKS)

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from tbd.analysis.cluster import CommTimes, RankInput, ScalingInput, cluster_summary, comm_times
-from tbd.analysis.compare import NO_CLUSTER, Side, compare_profiles
+from tbd.analysis.compare_runs import NO_CLUSTER, Side, compare_profiles
 from tbd.analysis.intervals import difference
-from tbd.errors import ResultFormatError
-from tbd.profile import FlopUtil, Iterations, Memory, Metrics, Profile, Throughput, Value
+from tbd.core.errors import ResultFormatError
+from tbd.core.profile import FlopUtil, Iterations, Memory, Metrics, Profile, Throughput, Value
 from tbd.reports.cluster_text import render_cluster
-from tbd.reports.compare import render_comparison
-from tbd.reports.html import profile_html
+from tbd.reports.comparison_text import render_comparison
+from tbd.reports.html.run_page import profile_html
 from tbd.reports.terminal import render_profile
 
 

@@ -1,14 +1,14 @@
-"""analysis.compare on hand-built profiles: every ratio, delta and share written as arithmetic."""
+"""analysis.compare_runs on hand-built profiles: every ratio, delta and share written as arithmetic."""
 
 import json
 
 import pytest
 
-from tbd.analysis.compare import MATERIAL_CHANGE_PCT, Side, compare_profiles
-from tbd.comparison import Comparison
-from tbd.errors import ResultFormatError
-from tbd.profile import Bandwidth, FlopUtil, Iterations, Memory, Metrics, OpGroupRow, Profile, Throughput, Value
-from tbd.reports.compare import comparison_csv, gap_sentence, render_comparison
+from tbd.analysis.compare_runs import MATERIAL_CHANGE_PCT, Side, compare_profiles
+from tbd.core.comparison import Comparison
+from tbd.core.errors import ResultFormatError
+from tbd.core.profile import Bandwidth, FlopUtil, Iterations, Memory, Metrics, OpGroupRow, Profile, Throughput, Value
+from tbd.reports.comparison_text import comparison_csv, gap_sentence, render_comparison
 
 
 def _profile(*, model="resnet50", batch=32, gpu="GPU A", peak=10e12, throughput=100.0, unit="images/s",

@@ -23,12 +23,12 @@ from matplotlib.text import Text
 from test_reports import GiB, MiB, cpu_profile, cuda_profile, partial_profile
 from testpaths import ROOT
 
-from tbd.comparison import ComparedRun, Comparison, Gap, MetricComparison, OpComparison
-from tbd.profile import MEMORY_CATEGORIES, Iterations, Profile
-from tbd.reports import figures
-from tbd.reports.figures_common import byte_unit
+from tbd.core.comparison import ComparedRun, Comparison, Gap, MetricComparison, OpComparison
+from tbd.core.profile import MEMORY_CATEGORIES, Iterations, Profile
+from tbd.core.sweep_result import Sweep, SweepPoint
+from tbd.reports.figures import saving as figures
+from tbd.reports.figures.canvas import byte_unit
 from tbd.reports.numbers import fmt_pct
-from tbd.sweep_result import Sweep, SweepPoint
 
 OOM_REASON = "CUDA out of memory: tried to allocate 6.00 GiB (GPU 0; 79.1 GiB total)"
 
@@ -367,7 +367,7 @@ def test_save_writes_svg_and_png_deterministically(tmp_path):
 
 
 def test_figure_modules_never_import_pyplot(tmp_path):
-    modules = sorted((ROOT / "reports").glob("figures*.py")) + sorted((ROOT / "reports").glob("html*.py"))
+    modules = sorted((ROOT / "reports" / "figures").glob("*.py")) + sorted((ROOT / "reports" / "html").glob("*.py"))
     assert len(modules) >= 5
     for path in modules:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -375,9 +375,9 @@ def test_figure_modules_never_import_pyplot(tmp_path):
                 [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else []
             assert not any("pyplot" in n or n == "pylab" for n in names), f"{path.name} imports {names}"
     # And at run time: rendering and saving every figure, and a page, leaves pyplot unimported.
-    code = ("import sys, test_reports; from tbd.reports import figures, html; "
-            "figures.save_figures(figures.run_figures(test_reports.cuda_profile()), sys.argv[1]); "
-            "html.profile_html(test_reports.cuda_profile()); "
+    code = ("import sys, test_reports; from tbd.reports.figures import saving; from tbd.reports.html import run_page; "
+            "saving.save_figures(saving.run_figures(test_reports.cuda_profile()), sys.argv[1]); "
+            "run_page.profile_html(test_reports.cuda_profile()); "
             "print('matplotlib.pyplot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
                          cwd=Path(__file__).parent, check=False, timeout=120)

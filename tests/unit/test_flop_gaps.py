@@ -7,7 +7,7 @@ import pytest
 
 from tbd.analysis.flop_gaps import no_flop_formula, row_causes
 from tbd.analysis.intervals import overlap_length_ns
-from tbd.records import KernelTable
+from tbd.core.records import KernelTable
 
 
 def table(rows):

@@ -1,7 +1,7 @@
-"""FLOP formulas against closed-form hand computations (analysis/flops.py).
+"""FLOP formulas against closed-form hand computations (analysis/flops/ops.py).
 
 Shapes and arguments are written as Kineto records them (Input Dims, Input type, Concrete
-Inputs). Every expected value is arithmetic from the formula named in analysis/flops.py.
+Inputs). Every expected value is arithmetic from the formula named in analysis/flops/ops.py.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from tbd.analysis.flops import FORMULA_OPS, has_formula, op_flops, precision_of
-from tbd.records import OpShapes
+from tbd.analysis.flops.ops import FORMULA_OPS, has_formula, op_flops, precision_of
+from tbd.core.records import OpShapes
 
 
 def _op(name: str, *args) -> OpShapes:

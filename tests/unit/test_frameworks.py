@@ -3,10 +3,11 @@
 import sys
 
 import pytest
+from testpaths import ROOT
 
-from tbd import frameworks
-from tbd.cli import main
-from tbd.errors import FrameworkMissingError
+from tbd.cli import frameworks
+from tbd.cli.main import main
+from tbd.core.errors import FrameworkMissingError
 
 
 def test_a_framework_venv_at_the_root_is_preferred(tmp_path, monkeypatch):
@@ -54,3 +55,10 @@ def test_env_reports_this_interpreters_torch(capsys):
     import torch
 
     assert "pytorch" in out and torch.__version__ in out and "yes" in out
+
+
+def test_the_framework_venvs_are_looked_for_at_the_checkout_root():
+    """`make` builds .venv-mxnet and .venv-tensorflow at the repository root: a module that moves
+    deeper into tbd/ must still find them there (a move to tbd/cli/ once pointed this at tbd/)."""
+    assert frameworks.ROOT == ROOT
+    assert (frameworks.ROOT / "Makefile").is_file()

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from tbd.analysis.gpu_table import GPU_TABLE, PRECISIONS, find_gpu, table_rows
-from tbd.cli import main
-from tbd.errors import UsageError
+from tbd.cli.main import main
+from tbd.core.errors import UsageError
 from tbd.reports.gpus import render_gpu_table
 
 BY_NAME = {s.name: s for s in GPU_TABLE}

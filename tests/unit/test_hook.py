@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from tbd.errors import UsageError
-from tbd.profilers.pytorch import is_out_of_memory, resolve_device
+from tbd.core.errors import UsageError
+from tbd.profilers.pytorch.hook import is_out_of_memory, resolve_device
 
 
 def test_out_of_memory_is_recognised_on_cpu_and_cuda():

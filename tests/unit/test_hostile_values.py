@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from tbd.analysis.assemble import ABOVE_PEAK_OVERALL, NEVER_BUSY, NO_WINDOW, flop_util, gpu_busy
-from tbd.analysis.flops import op_flops, precision_of
-from tbd.analysis.memory import allocator_totals_problem, memory_breakdown
+from tbd.analysis.flops.ops import op_flops, precision_of
+from tbd.analysis.memory.pytorch import allocator_totals_problem, memory_breakdown
 from tbd.analysis.peaks import PeakFlops, PeakModel
-from tbd.profilers.trace_events import int_value, step_number, us_to_ns
-from tbd.profilers.trace_names import MAX_NAME_CHARS, clean_name, quoted
-from tbd.profilers.trace_times import us_text_to_ns
-from tbd.records import KernelTable, MemoryEvents, OpShapes, OpTable, StepSpan, TraceRecords
-from tbd.reports.kernels_table import fmt_pct, fmt_seconds
+from tbd.core.records import KernelTable, MemoryEvents, OpShapes, OpTable, StepSpan, TraceRecords
+from tbd.profilers.traces.events import int_value, step_number, us_to_ns
+from tbd.profilers.traces.names import MAX_NAME_CHARS, clean_name, quoted
+from tbd.profilers.traces.times import us_text_to_ns
+from tbd.reports.console import fmt_pct, fmt_seconds
 from tbd.reports.printable import printable
 from tbd.reports.terminal import fmt_bytes, fmt_flops
 

@@ -13,8 +13,8 @@ import pytest
 from test_figures import OOM_REASON, cpu_sweep, sample_comparison, sample_sweep
 from test_reports import cpu_profile, cuda_profile, partial_profile
 
-from tbd.profile import OpGroupRow, Profile
-from tbd.reports.html import comparison_html, profile_html, sweep_html
+from tbd.core.profile import OpGroupRow, Profile
+from tbd.reports.html.run_page import comparison_html, profile_html, sweep_html
 
 #: A CUDA kernel name as Kineto writes it: template arguments in angle brackets.
 KERNEL_WITH_BRACKETS = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<"

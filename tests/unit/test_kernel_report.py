@@ -15,9 +15,9 @@ import pytest
 from test_reports import NCU_METRICS, cpu_profile, cuda_profile
 from testpaths import FIXTURES
 
-from tbd.profile import Profile
-from tbd.reports.kernel_drilldown import METRICS_VAR, render_kernel_detail, render_kernel_report
-from tbd.reports.kernel_export import kernels_json
+from tbd.core.profile import Profile
+from tbd.reports.kernels.drilldown import METRICS_VAR, render_kernel_detail, render_kernel_report
+from tbd.reports.kernels.export import kernels_json
 from tbd.reports.terminal import render_profile
 
 V100_TRACE = FIXTURES / "gpu" / "pt19_resnet50_v100.json.gz"  # gitignored: fetched by hand, absent in CI
@@ -146,7 +146,7 @@ def test_main_report_has_the_tables_but_no_commands():
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 @pytest.mark.parametrize("width", [80, 120])
 def test_real_v100_trace_reads_at_80_and_120_columns(width):
-    from tbd.collect import profile_from_trace
+    from tbd.cli.run_analysis import profile_from_trace
     profile = profile_from_trace(V100_TRACE)
     text = render_kernel_report(profile, width=width)
     assert max(len(line) for line in text.splitlines()) <= width

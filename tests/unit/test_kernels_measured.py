@@ -32,9 +32,9 @@ from pathlib import Path
 import pytest
 from testpaths import FIXTURES
 
-from tbd import cli
 from tbd.analysis.counters_merge import MeasuredLaunch, canonical_name, merge_measured_lists
-from tbd.collect import profile_from_trace
+from tbd.cli import main as cli
+from tbd.cli.run_analysis import profile_from_trace
 from tbd.profilers import cupti_counters
 
 CSV = FIXTURES / "ncu_raw_small.csv"

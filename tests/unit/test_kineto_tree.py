@@ -1,4 +1,4 @@
-"""The op tree's vectorised queries (profilers/kineto_tree.py) against the plain loops they replace.
+"""The op tree's vectorised queries (profilers/kineto/tree.py) against the plain loops they replace.
 
 A stack of open ops, one op at a time, is the definition of an op's parent; the brute-force
 "latest index in range with a value above the threshold" is the definition of `latest_above`.
@@ -12,8 +12,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tbd.profilers.kineto_columns import OpColumns
-from tbd.profilers.kineto_tree import enclosing_ops, formula_roots, latest_above, op_tree, self_times
+from tbd.profilers.kineto.columns import OpColumns
+from tbd.profilers.kineto.tree import enclosing_ops, formula_roots, latest_above, op_tree, self_times
 
 
 def stack_parents(start, end, thread):

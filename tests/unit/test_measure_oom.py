@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from tbd.core.records import RunSpec
 from tbd.models.base import Workload
 from tbd.profilers.loop import LoopHooks, LoopState
-from tbd.profilers.windows import run_stages
-from tbd.records import RunSpec
+from tbd.profilers.stages import run_stages
 
 
 def _run(tmp_path, gemm, bandwidth):

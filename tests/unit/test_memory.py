@@ -1,4 +1,4 @@
-"""Memory by category: the PyTorch tracker (profilers/pytorch_memory.py) and its analysis (analysis/memory.py)."""
+"""Memory by category: the PyTorch tracker (profilers/pytorch/memory.py) and its analysis (analysis/memory/pytorch.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from tbd.analysis import memory as am
-from tbd.errors import ResultFormatError, TbdError
-from tbd.profile import Memory
-from tbd.profilers.pytorch_memory import RECORDS_SCHEMA, MemoryTracker, torch_memory_cross_check
-from tbd.records import KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
+from tbd.analysis.memory import pytorch as am
+from tbd.core.errors import ResultFormatError, TbdError
+from tbd.core.profile import Memory
+from tbd.core.records import KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
+from tbd.profilers.pytorch.memory import RECORDS_SCHEMA, MemoryTracker, torch_memory_cross_check
 
 F32 = 4  # bytes per float32
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tbd.analysis.memory_mxnet import RECORDS_SCHEMA, memory_breakdown
-from tbd.errors import ResultFormatError
-from tbd.records import KernelTable, MemoryEvents, OpTable, TraceRecords
+from tbd.analysis.memory.mxnet import RECORDS_SCHEMA, memory_breakdown
+from tbd.core.errors import ResultFormatError
+from tbd.core.records import KernelTable, MemoryEvents, OpTable, TraceRecords
 
 
 def _records(**over):
@@ -88,7 +88,7 @@ def test_hook_snapshot_counts_exact_array_bytes():
     mx = pytest.importorskip("mxnet")
     from mxnet import autograd, gluon
 
-    from tbd.profilers.mxnet import memory_snapshot
+    from tbd.profilers.mxnet.hook import memory_snapshot
 
     net = gluon.nn.Dense(3, in_units=5)
     net.initialize(ctx=mx.cpu())
@@ -111,7 +111,7 @@ def test_hook_caveat_on_static_alloc_is_passed_on():
     assert "static_alloc" in m.reasons["at_peak"] and "static_alloc" in m.reasons["allocator_peak"]
 
 
-# --- feature maps (analytic: profilers/mxnet_memory.py) ------------------------------------------------
+# --- feature maps (analytic: profilers/mxnet/memory.py) ------------------------------------------------
 
 def test_feature_maps_are_analytic_and_stay_out_of_at_peak():
     rec = _records()
@@ -202,7 +202,7 @@ _NODES = [{"op": "null", "name": "data", "inputs": []}, {"op": "null", "name": "
 
 
 def test_kept_entries_from_a_debug_str_by_hand():
-    from tbd.profilers.mxnet_memory import backward_reads, feature_map_bytes, kept_entries
+    from tbd.profilers.mxnet.memory import backward_reads, feature_map_bytes, kept_entries
 
     forward = {n["name"] for n in _NODES if n["op"] != "null"}
     reads = backward_reads(_DEBUG_STR, forward)
@@ -238,8 +238,8 @@ def test_hook_feature_maps_of_a_tiny_conv_fc_net_by_hand(with_bn):
     mx = pytest.importorskip("mxnet")
     from mxnet import gluon
 
-    from tbd.profilers.mxnet import add_feature_maps, memory_records
-    from tbd.profilers.mxnet_memory import GraphCalls
+    from tbd.profilers.mxnet.hook import add_feature_maps, memory_records
+    from tbd.profilers.mxnet.memory import GraphCalls
 
     net = gluon.nn.HybridSequential()
     net.add(gluon.nn.Conv2D(4, 3, in_channels=2), *([gluon.nn.BatchNorm(in_channels=4)] if with_bn else []),
@@ -262,7 +262,7 @@ def test_hook_feature_maps_of_a_tiny_conv_fc_net_by_hand(with_bn):
     assert snaps == [{"step": 7, "feature_maps_bytes": expected}]
     assert reason.startswith("analytic") and "leaves out" not in reason
     workload = type("W", (), {"model": net, "optimizer": None, "inputs": None})()
-    from tbd.profilers.hook import Device
+    from tbd.profilers.framework_hook import Device
 
     rec = memory_records(Device("cpu", -1, mx.cpu()), [{"step": 7, "weights_bytes": 1, "gradients_bytes": 1,
                                                         "optimizer_state_bytes": None, "input_bytes": None,
@@ -317,9 +317,9 @@ def _recount(mx, block, data_shape) -> int:
 def test_resnet50_test_size_feature_maps_equal_an_independent_recount():
     """Runs only where mxnet imports: the hook's figure for one step of the test-size resnet50 at batch 4."""
     mx = pytest.importorskip("mxnet")
-    from tbd.profilers.mxnet import add_feature_maps
-    from tbd.profilers.mxnet_memory import GraphCalls
-    from tbd.registry import load_builder
+    from tbd.cli.registry import load_builder
+    from tbd.profilers.mxnet.hook import add_feature_maps
+    from tbd.profilers.mxnet.memory import GraphCalls
 
     batch = 4
     w = load_builder("resnet50", "mxnet")(batch, mx.cpu(), "test", 0)
@@ -350,8 +350,8 @@ def test_profile_json_memory_sources_load_and_older_files_without_them():
 
     from testpaths import FIXTURES
 
-    from tbd.collect import profile_from_trace
-    from tbd.profile import Profile
+    from tbd.cli.run_analysis import profile_from_trace
+    from tbd.core.profile import Profile
 
     profile = profile_from_trace(FIXTURES / "kineto_cuda_synthetic.json", sm_clock_mhz=1410)
     labelled = dataclasses.replace(profile.metrics.memory_bytes, sources={"feature_maps": "analytic"})

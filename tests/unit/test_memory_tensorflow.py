@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from tbd.analysis.memory_tensorflow import RECORDS_SCHEMA, memory_breakdown
-from tbd.errors import ResultFormatError
+from tbd.analysis.memory.tensorflow import RECORDS_SCHEMA, memory_breakdown
+from tbd.core.errors import ResultFormatError
 
 
 def _records(feature_maps=(283_476, 283_476), **over):
@@ -68,8 +68,8 @@ def test_tiny_conv_fc_step_by_hand():
     tf = pytest.importorskip("tensorflow")
     import keras
 
-    from tbd.profilers.tensorflow import memory_records
-    from tbd.profilers.tensorflow_memory import step_feature_maps
+    from tbd.profilers.tensorflow.hook import memory_records
+    from tbd.profilers.tensorflow.memory import step_feature_maps
 
     got = step_feature_maps(_tiny_step(tf, keras))
     # ReluGrad reads the ReLU output [2, 6, 6, 4] (1152 B); Dense's weight gradient reads the Flatten of
@@ -85,7 +85,7 @@ def test_tiny_conv_fc_step_by_hand():
 
 
 def test_step_without_a_tf_function_is_null_with_reason():
-    from tbd.profilers.tensorflow_memory import step_feature_maps
+    from tbd.profilers.tensorflow.memory import step_feature_maps
 
     got = step_feature_maps(lambda: None)
     assert got["bytes"] is None and "not a tf.function" in got["reason"]
@@ -128,8 +128,8 @@ def _recount(model, batch: int, classes: int) -> int:
 
 def test_resnet50_test_size_feature_maps_equal_an_independent_recount():
     pytest.importorskip("tensorflow")
-    from tbd.profilers.tensorflow_memory import step_feature_maps
-    from tbd.registry import load_builder
+    from tbd.cli.registry import load_builder
+    from tbd.profilers.tensorflow.memory import step_feature_maps
 
     batch = 4
     w = load_builder("resnet50", "tensorflow")(batch, "/CPU:0", "test", 0)

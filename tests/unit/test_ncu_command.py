@@ -25,9 +25,9 @@ from tbd.analysis.ncu_command import (
     nvtx_filter,
     shell_line,
 )
-from tbd.errors import UsageError
-from tbd.profilers import trace_names
-from tbd.profilers.trace_names import clean_name
+from tbd.core.errors import UsageError
+from tbd.profilers.traces import names as trace_names
+from tbd.profilers.traces.names import clean_name
 
 ADD_KINETO = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
               "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
@@ -43,7 +43,7 @@ METRICS = ("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,smsp__sass_threa
 
 
 def test_the_whole_command_for_a_cublas_kernel_in_the_trace_window():
-    argv = ncu_command("ampere_sgemm_128x64_nn", 3, 2, ["python", "-m", "tbd.runner", "--batch", "32"], NVTX_RANGE,
+    argv = ncu_command("ampere_sgemm_128x64_nn", 3, 2, ["python", "-m", "tbd.cli.runner", "--batch", "32"], NVTX_RANGE,
                        log_file="counters.csv")
     assert argv == [
         "ncu", "--target-processes", "all",
@@ -52,7 +52,7 @@ def test_the_whole_command_for_a_cublas_kernel_in_the_trace_window():
         "--launch-skip", "3", "--launch-count", "2",
         "--metrics", METRICS,
         "--csv", "--page", "raw", "--print-units", "base", "--log-file", "counters.csv",
-        "python", "-m", "tbd.runner", "--batch", "32"]
+        "python", "-m", "tbd.cli.runner", "--batch", "32"]
 
 
 def test_without_nvtx_target_or_log_file():

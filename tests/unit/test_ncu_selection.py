@@ -31,12 +31,12 @@ from pathlib import Path
 import pytest
 from testpaths import FIXTURES
 
-from tbd import cli
 from tbd.analysis import drilldown
-from tbd.analysis.flops import op_flops, precision_of
+from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.ncu_command import kernel_function_name, ncu_command
-from tbd.profilers.kineto import trace_records
-from tbd.profilers.trace_names import MAX_NAME_CHARS, clean_name
+from tbd.cli import main as cli
+from tbd.profilers.kineto.reader import trace_records
+from tbd.profilers.traces.names import MAX_NAME_CHARS, clean_name
 
 V100_TRACE = FIXTURES / "gpu" / "pt19_resnet50_v100.json.gz"
 

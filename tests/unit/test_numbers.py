@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.reports.numbers import (
     NA,
     fmt_bandwidth,

@@ -1,4 +1,4 @@
-"""Byte formulas against hand computations (analysis/op_bytes.py).
+"""Byte formulas against hand computations (analysis/op_bytes/ops.py).
 
 Shapes and arguments are written as Kineto records them (Input Dims, Input type, Concrete
 Inputs). Every expected value is arithmetic written out here: elements x element size, reads
@@ -17,10 +17,10 @@ from testpaths import FIXTURES
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from tbd.analysis.flops import FORMULA_OPS, has_formula
-from tbd.analysis.op_bytes import _PREPARED, BYTES_OPS, MAX_BYTES, NO_BYTES, has_bytes_formula, op_bytes
-from tbd.analysis.op_bytes_args import DTYPE_CODES, DTYPE_SIZES, SCALAR_TYPES
-from tbd.records import OpShapes
+from tbd.analysis.flops.ops import FORMULA_OPS, has_formula
+from tbd.analysis.op_bytes.args import DTYPE_CODES, DTYPE_SIZES, SCALAR_TYPES
+from tbd.analysis.op_bytes.ops import _PREPARED, BYTES_OPS, MAX_BYTES, NO_BYTES, has_bytes_formula, op_bytes
+from tbd.core.records import OpShapes
 
 
 def _op(name: str, *args, t: str = "float") -> OpShapes:

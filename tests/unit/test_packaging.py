@@ -22,7 +22,7 @@ FOLDERS = {"tbd": "tbd", "tbd.profilers": "profilers", "tbd.models": "models", "
 
 
 def _source_modules() -> set[str]:
-    """Every .py file of the package as its path inside the wheel (tbd/profilers/kineto.py, ...)."""
+    """Every .py file of the package as its path inside the wheel (tbd/profilers/kineto/reader.py, ...)."""
     out = set()
     for package, folder in FOLDERS.items():
         for path in (ROOT / folder).rglob("*.py"):
@@ -55,7 +55,7 @@ def test_wheel_has_only_tbd_at_top_level(wheel):
 def test_wheel_holds_every_module_of_the_tree(wheel):
     in_wheel = {n for n in wheel.namelist() if n.endswith(".py")}
     assert _source_modules() - in_wheel == set()
-    assert "tbd/profilers/kineto.py" in in_wheel and "tbd/models/pytorch/resnet50.py" in in_wheel
+    assert "tbd/profilers/kineto/reader.py" in in_wheel and "tbd/models/pytorch/resnet50.py" in in_wheel
 
 
 def test_setup_cfg_lists_every_package_folder():
@@ -78,7 +78,7 @@ def test_the_checkout_holds_no_stray_top_level_package():
 
 
 def test_installed_tbd_is_the_namespaced_one():
-    import tbd.profilers.kineto
+    import tbd.profilers.kineto.reader
 
-    assert Path(tbd.profilers.kineto.__file__).resolve() == (ROOT / "profilers" / "kineto.py").resolve()
+    assert Path(tbd.profilers.kineto.reader.__file__).resolve() == (ROOT / "profilers" / "kineto" / "reader.py").resolve()
     assert "models" not in sys.modules and "profilers" not in sys.modules

@@ -13,7 +13,7 @@ import pytest
 
 from tbd.analysis import precision
 from tbd.analysis.precision import KERNEL_FAMILIES, kernel_precision, kernel_precisions, op_precision
-from tbd.errors import TraceFormatError
+from tbd.core.errors import TraceFormatError
 
 # --------------------------------------------------------------------------------------------
 # op_precision

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from testpaths import FIXTURES
 
-from tbd.collect import load_profile, profile_from_trace
-from tbd.errors import ResultFormatError
-from tbd.profile import Profile
-from tbd.reports.kernel_drilldown import render_kernel_report
+from tbd.cli.run_analysis import load_profile, profile_from_trace
+from tbd.core.errors import ResultFormatError
+from tbd.core.profile import Profile
+from tbd.reports.kernels.drilldown import render_kernel_report
 from tbd.reports.terminal import render_profile
 
 

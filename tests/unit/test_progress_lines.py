@@ -9,10 +9,11 @@ import time
 
 from rich.console import Console
 
-from tbd import frameworks, rundir
-from tbd.records import RunSpec
+from tbd.cli import frameworks
+from tbd.cli.runner import _log_stage
+from tbd.core import rundir
+from tbd.core.records import RunSpec
 from tbd.reports.progress import StageProgress, fmt_duration
-from tbd.runner import _log_stage
 
 
 def _lines(timed_events, end):

@@ -6,10 +6,10 @@ would leave the others waiting in DDP's all-reduce, so every rank must run the s
 
 from dataclasses import replace
 
+from tbd.core.records import RunSpec
 from tbd.profilers.distributed import place_from_env, with_fault
 from tbd.profilers.loop import LoopHooks, LoopState, run_timing_window, run_warmup
-from tbd.profilers.windows import window_plan
-from tbd.records import RunSpec
+from tbd.profilers.stages import window_plan
 
 
 class Clock:

@@ -13,7 +13,7 @@ import re
 import pytest
 from testpaths import ROOT
 
-from tbd.cli import build_parser
+from tbd.cli.main import build_parser
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 

@@ -8,9 +8,9 @@ import shutil
 import pytest
 from testpaths import FIXTURES
 
-from tbd.cli import main
-from tbd.comparison import Comparison
-from tbd.sweep_result import Sweep, SweepPoint
+from tbd.cli.main import main
+from tbd.core.comparison import Comparison
+from tbd.core.sweep_result import Sweep, SweepPoint
 
 RUN = FIXTURES / "runs" / "resnet50-test-cpu-b8-threads1"
 OTHER = FIXTURES / "runs" / "resnet50-test-cpu-b8-threads2"

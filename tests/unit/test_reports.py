@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tbd.commands.suite import suite_rows
-from tbd.errors import UsageError
-from tbd.profile import (
+from tbd.cli.commands.suite import suite_rows
+from tbd.core.errors import UsageError
+from tbd.core.profile import (
     COMPLETE,
     PARTIAL,
     Bandwidth,
@@ -33,8 +33,8 @@ from tbd.profile import (
     Throughput,
     Value,
 )
-from tbd.reports.kernel_drilldown import render_kernel_detail, render_kernel_report
-from tbd.reports.kernels_table import shorten_middle
+from tbd.reports.console import shorten_middle
+from tbd.reports.kernels.drilldown import render_kernel_detail, render_kernel_report
 from tbd.reports.suite import render_suite
 from tbd.reports.terminal import fmt_bytes, fmt_flops, render_profile
 
@@ -108,7 +108,7 @@ def _ncu(kernel_regex: str, calls: int, name_base: str = "function") -> dict:
 
 
 def _torch_cross_check() -> dict:
-    """profilers/pytorch_memory.py's shape: torch's categories, each one's own peak and the split at its peak."""
+    """profilers/pytorch/memory.py's shape: torch's categories, each one's own peak and the split at its peak."""
     peak = {"parameter": 211_763_200, "optimizer_state": 2 * 211_763_200, "input": 128 * 25 * 8 * 2,
             "temporary": 288 * MiB, "activation": 3_170_893_824, "gradient": 211_763_200,
             "autograd_detail": 4 * MiB, "unknown": 12 * MiB}
@@ -530,7 +530,7 @@ def test_memory_reasons_from_analysis_print_each_clause_once(framework):
     """Whatever the framework's analysis writes, the terminal says each clause once, in words and units."""
     from importlib import import_module
 
-    analysis = import_module(f"tbd.analysis.memory_{framework}")
+    analysis = import_module(f"tbd.analysis.memory.{framework}")
     its = [{"step": 1, "weights_bytes": 102_000_000, "non_trainable_bytes": 212_992, "gradients_bytes": 102_000_000,
             "optimizer_state_bytes": 102_000_000, "input_bytes": 19_267_584}]
     if framework == "mxnet":

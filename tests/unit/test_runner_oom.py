@@ -2,8 +2,8 @@
 
 import errno
 
-from tbd.records import RunSpec
-from tbd.runner import _thread_refused_under_cap
+from tbd.cli.runner import _thread_refused_under_cap
+from tbd.core.records import RunSpec
 
 
 def test_a_thread_refused_under_the_cap_is_out_of_memory():

@@ -1,7 +1,7 @@
 import numpy as np
 
+from tbd.core.records import RunSpec
 from tbd.profilers.loop import LoopHooks, LoopState, run_timing_window, run_trace_window, run_warmup
-from tbd.records import RunSpec
 
 
 class FakeClock:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tbd.signals import ForwardedSignals
+from tbd.cli.signals import ForwardedSignals
 
 
 def test_with_no_child_a_signal_is_recorded_not_raised_until_the_third():

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from tbd.profile import Iterations, Profile
-from tbd.records import IterationLog
+from tbd.core.profile import Iterations, Profile
+from tbd.core.records import IterationLog
+from tbd.core.rundir import iteration_log_from_json, iteration_log_to_json
 from tbd.reports.terminal import _iterations
-from tbd.rundir import iteration_log_from_json, iteration_log_to_json
 
 
 def _its(**kw) -> Iterations:

@@ -14,11 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from testpaths import FIXTURES
 
-from tbd.analysis.sweep import failed_point, make_sweep, median_iteration_s, next_batch, profile_device, sweep_point
-from tbd.collect import load_profile
-from tbd.profile import MEMORY_CATEGORIES, Value
+from tbd.analysis.sweep_plan import (
+    failed_point,
+    make_sweep,
+    median_iteration_s,
+    next_batch,
+    profile_device,
+    sweep_point,
+)
+from tbd.cli.run_analysis import load_profile
+from tbd.core.profile import MEMORY_CATEGORIES, Value
+from tbd.core.sweep_result import POINT_MEMORY_KEYS, Sweep
 from tbd.reports.sweep_table import CSV_COLUMNS, csv_rows, point_line, render_csv, render_sweep
-from tbd.sweep_result import POINT_MEMORY_KEYS, Sweep
 
 FIXTURE_RUN = FIXTURES / "runs" / "resnet50-test-cpu-b8-threads1"
 

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from testpaths import FIXTURES
 
-from tbd import sweep_executors
-from tbd.cli import main
-from tbd.collect import load_profile
-from tbd.errors import InterruptedRun, OutOfMemoryError, ResultFormatError, UsageError, WorkloadError
-from tbd.orchestrate import RunOutcome
-from tbd.records import RunSpec
-from tbd.sweep import SweepPlan, load_sweep, new_sweep_dir, prepare_sweep_dir, run_sweep
+from tbd.cli import sweep_executors
+from tbd.cli.main import main
+from tbd.cli.orchestrate import RunOutcome
+from tbd.cli.run_analysis import load_profile
+from tbd.cli.sweep_run import SweepPlan, load_sweep, new_sweep_dir, prepare_sweep_dir, run_sweep
+from tbd.core.errors import InterruptedRun, OutOfMemoryError, ResultFormatError, UsageError, WorkloadError
+from tbd.core.records import RunSpec
 
 BASE = load_profile(FIXTURES / "runs" / "resnet50-test-cpu-b8-threads1")
 SPEC = RunSpec(model="resnet50", framework="pytorch", batch=None, device="cpu", size="test")
@@ -263,7 +263,7 @@ def test_signals_between_points(tmp_path, oracle, monkeypatch, signals, note):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers put back
 
 
-# --- executors (tbd/sweep_executors.py) without a cluster: a stand-in runner, the CLI's checks --------
+# --- executors (tbd/cli/sweep_executors.py) without a cluster: a stand-in runner, the CLI's checks --------
 
 class RemoteStandIn:
     """A remote runner whose workers are elsewhere: each point's profile comes back as data only.

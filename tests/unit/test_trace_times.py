@@ -1,4 +1,4 @@
-"""Microsecond texts -> exact integer ns (profilers/trace_times.py), checked against Decimal.
+"""Microsecond texts -> exact integer ns (profilers/traces/times.py), checked against Decimal.
 
 The reference for every case is `Decimal(text) * 1000` rounded half-even, computed here
 independently; float64 is shown to be wrong at the magnitudes Kineto writes.
@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tbd.profilers.trace_times import us_text_to_ns
+from tbd.profilers.traces.times import us_text_to_ns
 
 INT64 = 2**63
 

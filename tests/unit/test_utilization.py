@@ -3,7 +3,7 @@ import pytest
 
 from tbd.analysis import utilization
 from tbd.analysis.ranking import average_util_pct, group_kernels, low_util_kernels
-from tbd.records import CpuSample, KernelTable, NvmlSample, OpTable, StepSpan, TraceRecords
+from tbd.core.records import CpuSample, KernelTable, NvmlSample, OpTable, StepSpan, TraceRecords
 
 
 def table(names, starts, durs, flops, precision="fp32"):

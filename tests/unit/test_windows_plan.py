@@ -5,10 +5,10 @@ import json
 
 import pytest
 
+from tbd.core.records import RunSpec
 from tbd.models.base import Workload
 from tbd.profilers.loop import LoopHooks, LoopState, run_timing_window
-from tbd.profilers.windows import run_stages, window_plan
-from tbd.records import RunSpec
+from tbd.profilers.stages import run_stages, window_plan
 
 
 def test_windows_are_cut_to_the_seconds_asked_at_the_warmup_iteration_time():

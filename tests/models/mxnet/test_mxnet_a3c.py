@@ -14,7 +14,7 @@ mx = pytest.importorskip("mxnet")
 
 from mxnet import gluon  # noqa: E402
 
-from tbd.errors import UsageError  # noqa: E402
+from tbd.core.errors import UsageError  # noqa: E402
 from tbd.models.atari_env import ACTIONS  # noqa: E402
 from tbd.models.base import Workload  # noqa: E402
 from tbd.models.mxnet import a3c  # noqa: E402

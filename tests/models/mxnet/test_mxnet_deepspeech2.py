@@ -12,9 +12,9 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
-from tbd.errors import UsageError  # noqa: E402
-from tbd.models import numpy_speech as speech  # noqa: E402
+from tbd.core.errors import UsageError  # noqa: E402
 from tbd.models.base import Workload  # noqa: E402
+from tbd.models.host_data import speech
 from tbd.models.mxnet import deepspeech2 as ds  # noqa: E402
 
 PYTORCH_PARAMS = 180_987_293  # models/pytorch/deepspeech2.py (tests/models/pytorch/test_pytorch_deepspeech2.py closed form)

@@ -2,7 +2,7 @@
 
 Runs only where mxnet imports (its own venv):
     .venv-mxnet/bin/python -m pytest -q tests/models/mxnet/test_mxnet_faster_rcnn.py
-Also covers models/numpy_detection.py (synthetic VOC images, anchor grid), shared with TensorFlow.
+Also covers models/host_data/detection.py (synthetic VOC images, anchor grid), shared with TensorFlow.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ mx = pytest.importorskip("mxnet")
 
 from mxnet import autograd  # noqa: E402
 
-from tbd.errors import UsageError  # noqa: E402
-from tbd.models import numpy_detection as det  # noqa: E402
+from tbd.core.errors import UsageError  # noqa: E402
 from tbd.models.base import Workload  # noqa: E402
+from tbd.models.host_data import detection as det
 from tbd.models.mxnet import faster_rcnn  # noqa: E402
 from tbd.models.mxnet.faster_rcnn import FasterRCNN  # noqa: E402
 
@@ -179,7 +179,7 @@ def test_roi_sampling_with_no_valid_proposals_keeps_the_gt_box_and_stays_finite(
     assert np.isfinite(targets.asnumpy()).all() and (targets.asnumpy()[0] == 0).all()  # GT onto itself
 
 
-# --- Synthetic VOC data (models/numpy_detection.py) --------------------------------------------
+# --- Synthetic VOC data (models/host_data/detection.py) --------------------------------------------
 
 def test_voc_like_images_match_voc2007_statistics():
     rng = np.random.RandomState(0)

@@ -13,7 +13,7 @@ mx = pytest.importorskip("mxnet")
 from mxnet import autograd, gluon  # noqa: E402
 from param_counts import inception3_counts  # noqa: E402
 
-from tbd.errors import UsageError  # noqa: E402
+from tbd.core.errors import UsageError  # noqa: E402
 from tbd.models.mxnet import inception3  # noqa: E402
 
 # models/pytorch/inception3.py (tests/models/pytorch/test_pytorch_inception3.py): torchvision's documented count for

@@ -13,7 +13,7 @@ mx = pytest.importorskip("mxnet")
 
 from param_counts import resnet50_counts, seq2seq_count  # noqa: E402
 
-from tbd.errors import UsageError  # noqa: E402
+from tbd.core.errors import UsageError  # noqa: E402
 from tbd.models.mxnet import resnet50, seq2seq  # noqa: E402
 
 

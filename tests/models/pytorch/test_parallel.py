@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.models.pytorch import a3c, resnet50
 from tbd.profilers.distributed import data_parallel
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.models.atari_env import ACTIONS, BACKGROUND, OPPONENT, PLAYER, WHITE, PaddleBallEnv
 from tbd.models.base import Workload
 from tbd.models.pytorch import a3c

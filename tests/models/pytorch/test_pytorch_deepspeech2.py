@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.models.base import Workload
 from tbd.models.pytorch import deepspeech2 as ds
 

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.models.base import Workload
-from tbd.models.numpy_detection import FULL, TEST
+from tbd.models.host_data.detection import FULL, TEST
 from tbd.models.pytorch import detection_ops as ops
 from tbd.models.pytorch import faster_rcnn
 from tbd.models.pytorch.faster_rcnn import FasterRCNN, FrozenBatchNorm2d

@@ -25,8 +25,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count
 
-from tbd.analysis.flops import has_formula, op_flops
-from tbd.records import OpShapes
+from tbd.analysis.flops.ops import has_formula, op_flops
+from tbd.core.records import OpShapes
 
 # The ops FlopCounterMode counts that a ResNet's training step runs.
 _CONV_GEMM = {"aten::convolution", "aten::convolution_backward", "aten::mm", "aten::addmm",

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.models.base import Workload
 from tbd.models.pytorch import inception3
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.models.base import Workload
 from tbd.models.pytorch import resnet50, seq2seq
 from tbd.models.pytorch.seq2seq import BOS, EOS, FIRST_TOKEN, PAD
@@ -154,7 +154,7 @@ def test_bad_arguments_raise_usage_error(module, kwargs):
 @pytest.mark.parametrize("variant, params", [("resnet101", 44_549_160), ("resnet152", 60_192_808)])
 def test_deeper_resnets_are_registered_builders(variant, params):
     # torchvision's resnet101 / resnet152 parameter counts (torchvision.models docs, 1000 classes)
-    from tbd.registry import load_builder
+    from tbd.cli.registry import load_builder
 
     build = load_builder(variant, "pytorch")
     wl = build(batch=8, device="cpu", size="test", seed=0, pool_size=1)

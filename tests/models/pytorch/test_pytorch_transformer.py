@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from tbd.errors import UsageError
+from tbd.core.errors import UsageError
 from tbd.models.base import Workload
 from tbd.models.pytorch import transformer
 from tbd.models.pytorch.transformer import BOS, EOS, FIRST_TOKEN, PAD

@@ -13,9 +13,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tbd.errors import UsageError  # noqa: E402
-from tbd.models import numpy_detection as nd  # noqa: E402
+from tbd.core.errors import UsageError  # noqa: E402
 from tbd.models.base import Workload  # noqa: E402
+from tbd.models.host_data import detection as nd
 from tbd.models.tensorflow import faster_rcnn  # noqa: E402
 from tbd.models.tensorflow.faster_rcnn import FasterRCNN  # noqa: E402
 from tbd.models.tensorflow.faster_rcnn_backbone import FrozenBatchNorm  # noqa: E402

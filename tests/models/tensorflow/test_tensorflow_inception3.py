@@ -13,7 +13,7 @@ tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
 from param_counts import inception3_counts  # noqa: E402
 
-from tbd.errors import UsageError  # noqa: E402
+from tbd.core.errors import UsageError  # noqa: E402
 from tbd.models.tensorflow import inception3  # noqa: E402
 
 CPU = "/CPU:0"

@@ -14,7 +14,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
 
-from tbd.errors import UsageError  # noqa: E402
+from tbd.core.errors import UsageError  # noqa: E402
 from tbd.models.tensorflow import transformer  # noqa: E402
 from tbd.models.tensorflow.transformer import BOS, EOS, PAD  # noqa: E402
 

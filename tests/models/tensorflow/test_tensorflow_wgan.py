@@ -14,7 +14,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 import keras  # noqa: E402  (Keras 3, installed with tensorflow)
 
-from tbd.errors import UsageError  # noqa: E402
+from tbd.core.errors import UsageError  # noqa: E402
 from tbd.models.tensorflow import wgan  # noqa: E402
 
 CPU = "/CPU:0"

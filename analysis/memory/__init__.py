@@ -1,0 +1,1 @@
+"""Memory by category, one module per framework's records, pure functions."""

@@ -1,0 +1,1 @@
+"""The PyTorch profiler (Kineto) Chrome-trace reader: decoding, columns, the op tree, FLOP attribution."""

@@ -1,0 +1,1 @@
+"""The MXNet hook and the MXNet profiler dump reader. Only hook.py imports mxnet."""

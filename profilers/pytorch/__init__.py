@@ -1,0 +1,1 @@
+"""The PyTorch hook and its memory tracker. Only these modules import torch."""

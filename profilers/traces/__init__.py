@@ -1,0 +1,1 @@
+"""What every trace reader shares: opening a file safely, event checks, names and exact times."""

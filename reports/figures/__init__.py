@@ -1,0 +1,1 @@
+"""Figures (explicit matplotlib Figures): one module per result kind, the canvas they share, saving."""

@@ -1,0 +1,190 @@
+"""The figures of a comparison (a `Comparison`): metric ratios, op times, memory by category, per run.
+
+The first run is the reference: ratios are the record's own (`MetricComparison.ratios`), drawn as
+bars against a line at 1; nothing is divided here. A null value or ratio has no bar, "n/a" in its
+place and the reason in the caption.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tbd.core.comparison import ComparedRun, Comparison, MetricComparison
+from tbd.core.profile import MEMORY_CATEGORIES
+from tbd.reports.comparison_text import fmt_metric, fmt_ratio
+from tbd.reports.console import shorten_middle
+from tbd.reports.figures.canvas import (
+    CATEGORY_COLOURS,
+    MISSING_COLOUR,
+    SERIES_COLOURS,
+    add_caption,
+    byte_unit,
+    category_label,
+    empty_figure,
+    legend_patch,
+    na,
+    new_figure,
+)
+from tbd.reports.numbers import fmt_duration
+from tbd.reports.printable import printable
+from tbd.reports.terminal import fmt_bytes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: Ops drawn in the op figure: the record's first (largest absolute delta first).
+TOP_OPS = 10
+_OP_NAME_CHARS = 40
+_RUN_NAME_CHARS = 32
+MEMORY_PREFIX = "memory."
+
+
+def run_name(run: ComparedRun) -> str:
+    """"A: NVIDIA H100 80GB HBM3", shortened for a tick label or legend."""
+    return shorten_middle(printable(f"{run.label}: {run.device_name or run.device or 'n/a'}"), _RUN_NAME_CHARS)
+
+
+def compare_title(comparison: Comparison, what: str) -> str:
+    """"<what> — A vs B vs C"."""
+    return printable(f"{what} — " + " vs ".join(r.label for r in comparison.runs))
+
+
+def compare_metrics_figure(comparison: Comparison) -> Figure:
+    """Each metric's ratio to the first run as grouped horizontal bars, each bar labelled with its value.
+
+    Args: comparison: a finished Comparison; every metric but the `memory.*` ones (the memory
+        figure draws those) is a group, one bar per run, length = the record's ratio.
+    Returns: the Figure; a "n/a" figure when there is no such metric.
+    """
+    # A figure no run has (NVML on CPU runs, throughput of traces) says nothing side by side.
+    metrics = [m for m in comparison.metrics
+               if not m.key.startswith(MEMORY_PREFIX) and any(v is not None for v in m.values)]
+    title = compare_title(comparison, f"Ratio to {comparison.runs[0].label if comparison.runs else 'the first run'}")
+    if not metrics or not comparison.runs:
+        return empty_figure(title, na("no metric to compare"))
+    runs = len(comparison.runs)
+    fig = new_figure(9.5, 1.4 + len(metrics) * (0.32 * runs + 0.35))
+    ax = fig.add_subplot()
+    band = 0.8 / runs  # each group shares 0.8 of the unit between metrics
+    captions = []
+    for i, metric in enumerate(metrics):
+        for j, run in enumerate(comparison.runs):
+            y = i - 0.4 + band * (j + 0.5)
+            captions += _ratio_bar(ax, y, band, metric, comparison.runs, j)
+    ax.axvline(1.0, color="#333333", linewidth=1, linestyle="--")
+    ax.set_yticks(range(len(metrics)), [_metric_label(m) for m in metrics])
+    ax.set_ylim(len(metrics) - 0.5, -0.5)  # the record's first metric on top, rows without bars kept inside
+    ax.set_xlabel(f"ratio to run {printable(comparison.runs[0].label)} (1 = the same)")
+    ax.set_title(title, loc="left")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.margins(x=0.35)  # room right of the longest bar for its value label
+    ax.set_xlim(left=0)
+    ax.legend(handles=[legend_patch(color=SERIES_COLOURS[j % len(SERIES_COLOURS)], label=run_name(r))
+                       for j, r in enumerate(comparison.runs)], fontsize=8, loc="lower right")
+    add_caption(fig, captions)
+    return fig
+
+
+def _metric_label(metric: MetricComparison) -> str:
+    """A metric's tick label: its name and which way is better."""
+    better = {True: "higher is better", False: "lower is better"}.get(metric.higher_is_better)
+    return printable(metric.label) + (f"\n({better})" if better else "")
+
+
+def _ratio_bar(ax, y: float, height: float, metric: MetricComparison, runs: list[ComparedRun], j: int) -> list[str]:
+    """Draw run j's bar of `metric` at `y`, labelled "value (ratio)"; returns caption lines for its nulls."""
+    value, ratio = metric.values[j], metric.ratios[j]
+    text = f"{fmt_metric(metric, value)} ({fmt_ratio(ratio)})"
+    if ratio is None:
+        ax.text(0, y, f" {text}", va="center", fontsize=7, color=MISSING_COLOUR)
+        reason = metric.reasons[j] if value is None else f"no ratio: {runs[0].label}'s value is null or zero"
+        return [f"{printable(metric.label)}, run {printable(runs[j].label)}: {na(reason)}"]
+    bars = ax.barh([y], [ratio], height=height * 0.9, color=SERIES_COLOURS[j % len(SERIES_COLOURS)])
+    # A white box keeps the label readable where it crosses the line at 1.
+    ax.bar_label(bars, [text], fontsize=7, padding=3, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})
+    return []
+
+
+def compare_ops_figure(comparison: Comparison, top: int = TOP_OPS) -> Figure:
+    """Time per traced iteration of the top ops, each run's bar side by side (horizontal bars, ms).
+
+    Args: comparison: a finished Comparison; its first `top` ops (the record orders them by the
+        largest absolute difference) are drawn; an op a run lacks gets "absent" instead of a bar.
+    Returns: the Figure; a "n/a" figure when the comparison has no ops.
+    """
+    ops = comparison.ops[:top]
+    title = compare_title(comparison, "Time per iteration by launching op")
+    if not ops or not comparison.runs:
+        return empty_figure(title, na("no op times to compare"))
+    runs = len(comparison.runs)
+    fig = new_figure(9.5, 1.4 + len(ops) * (0.28 * runs + 0.3))
+    ax = fig.add_subplot()
+    band = 0.8 / runs
+    for i, op in enumerate(ops):
+        for j, seconds in enumerate(op.time_per_iteration_s):
+            y = i - 0.4 + band * (j + 0.5)
+            if seconds is None:
+                ax.text(0, y, " absent", va="center", fontsize=7, color=MISSING_COLOUR)
+                continue
+            bars = ax.barh([y], [seconds * 1000], height=band * 0.9, color=SERIES_COLOURS[j % len(SERIES_COLOURS)])
+            ax.bar_label(bars, [fmt_duration(seconds)], fontsize=7, padding=3)
+    ax.set_yticks(range(len(ops)), [shorten_middle(printable(op.op), _OP_NAME_CHARS) for op in ops])
+    ax.invert_yaxis()
+    ax.set_xlabel("kernel (op self) time per traced iteration (ms)")
+    ax.set_title(title, loc="left")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.margins(x=0.15)
+    ax.set_xlim(left=0)
+    ax.legend(handles=[legend_patch(color=SERIES_COLOURS[j % len(SERIES_COLOURS)], label=run_name(r))
+                       for j, r in enumerate(comparison.runs)], fontsize=8, loc="lower right")
+    captions = [f"the {len(ops)} ops with the largest difference of {len(comparison.ops)}"] \
+        if len(comparison.ops) > len(ops) else []
+    add_caption(fig, captions)
+    return fig
+
+
+def compare_memory_figure(comparison: Comparison) -> Figure:
+    """Memory by category per run as stacked bars, from the `memory.*` metrics; the allocator's peak as a marker.
+
+    Args: comparison: a finished Comparison; `memory.<category>` metrics are stacked per run (null
+        ones left out and named in the caption), `memory.allocator_peak` marked above.
+    Returns: the Figure; a "n/a" figure when no memory metric is known.
+    """
+    by_key = {m.key[len(MEMORY_PREFIX):]: m for m in comparison.metrics if m.key.startswith(MEMORY_PREFIX)}
+    title = compare_title(comparison, "Memory by category")
+    known = [v for m in by_key.values() for v in m.values]
+    if all(v is None for v in known) or not comparison.runs:
+        return empty_figure(title, na("no memory figure to compare"))
+    size, unit = byte_unit(known)
+    fig = new_figure(8.5, 4.8)
+    ax = fig.add_subplot()
+    captions = []
+    for j, run in enumerate(comparison.runs):
+        bottom = 0.0
+        for name in MEMORY_CATEGORIES:
+            metric = by_key.get(name)
+            value = metric.values[j] if metric else None
+            if value is None:
+                if metric:
+                    captions.append(f"run {printable(run.label)}: {category_label(name)} {na(metric.reasons[j])}")
+                continue
+            ax.bar([j], [value / size], bottom=bottom, color=CATEGORY_COLOURS[name], width=0.55, label="_" + name)
+            bottom += value / size  # the stack's drawn top: where the next category starts
+    handles = [legend_patch(color=CATEGORY_COLOURS[c], label=category_label(c))
+               for c in MEMORY_CATEGORIES if c in by_key]
+    peak = by_key.get("allocator_peak")
+    if peak:
+        shown = [(j, v) for j, v in enumerate(peak.values) if v is not None]
+        handles += ax.plot([j for j, _ in shown], [v / size for _, v in shown], linestyle="none", marker="D",
+                           color="#333333", label="allocator peak", zorder=4)
+        for j, v in shown:
+            ax.annotate(fmt_bytes(v), (j, v / size), xytext=(0, 7), textcoords="offset points", ha="center",
+                        fontsize=8)
+    ax.set_xticks(range(len(comparison.runs)), [run_name(r) for r in comparison.runs])
+    ax.set_ylabel(f"bytes ({unit}), each category's own peak")
+    ax.set_title(title, loc="left")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.margins(y=0.12)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    add_caption(fig, captions)
+    return fig

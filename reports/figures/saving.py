@@ -1,0 +1,121 @@
+"""Figures of a run, a sweep or a comparison, and how they are saved (SVG and PNG) or embedded (inline SVG).
+
+One function per figure, each taking a finished record and returning an explicit
+`matplotlib.figure.Figure` (never pyplot: no global figure list, no backend switch):
+
+- a run (`Profile`): `iteration_time_figure`, `memory_figure`, `kernel_utilization_figure`
+  (reports/figures/run_figures.py);
+- a sweep (`Sweep`): `sweep_throughput_figure`, `sweep_utilization_figure`, `sweep_memory_figure`
+  (reports/figures/sweep_figures.py);
+- a comparison (`Comparison`): `compare_metrics_figure`, `compare_ops_figure`, `compare_memory_figure`
+  (reports/figures/comparison_figures.py).
+
+`run_figures`, `sweep_figures` and `comparison_figures` give all of one kind by file stem;
+`save_figures` writes each as .svg and .png. Output is deterministic: the SVG's element ids come from
+a fixed salt (`svg.hashsalt`) and it carries no date, the PNG has a fixed dpi, so the same record
+gives the same bytes (a figure diff in review is a real change).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tbd.core.comparison import Comparison
+from tbd.core.profile import Profile
+from tbd.core.rundir import atomic_write_bytes
+from tbd.core.sweep_result import Sweep
+from tbd.reports.figures.canvas import DPI
+from tbd.reports.figures.comparison_figures import compare_memory_figure, compare_metrics_figure, compare_ops_figure
+from tbd.reports.figures.run_figures import iteration_time_figure, kernel_utilization_figure, memory_figure
+from tbd.reports.figures.sweep_figures import sweep_memory_figure, sweep_throughput_figure, sweep_utilization_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "compare_memory_figure", "compare_metrics_figure", "compare_ops_figure", "comparison_figures",
+    "figure_png", "figure_svg", "iteration_time_figure", "kernel_utilization_figure", "memory_figure",
+    "run_figures", "save_figures", "sweep_figures", "sweep_memory_figure", "sweep_throughput_figure",
+    "sweep_utilization_figure",
+]
+#: Formats `save_figures` writes, in order.
+FORMATS = ("svg", "png")
+
+
+def run_figures(profile: Profile) -> dict[str, Figure]:
+    """Every figure of one run.
+
+    Args: profile: a finished Profile.
+    Returns: {"iteration_time", "memory", "kernel_utilization"} -> Figure.
+    """
+    return {"iteration_time": iteration_time_figure(profile), "memory": memory_figure(profile),
+            "kernel_utilization": kernel_utilization_figure(profile)}
+
+
+def sweep_figures(sweep: Sweep) -> dict[str, Figure]:
+    """Every figure of a batch-size sweep.
+
+    Args: sweep: a finished Sweep.
+    Returns: {"sweep_throughput", "sweep_utilization", "sweep_memory"} -> Figure.
+    """
+    return {"sweep_throughput": sweep_throughput_figure(sweep), "sweep_utilization": sweep_utilization_figure(sweep),
+            "sweep_memory": sweep_memory_figure(sweep)}
+
+
+def comparison_figures(comparison: Comparison) -> dict[str, Figure]:
+    """Every figure of a comparison.
+
+    Args: comparison: a finished Comparison.
+    Returns: {"compare_metrics", "compare_ops", "compare_memory"} -> Figure.
+    """
+    return {"compare_metrics": compare_metrics_figure(comparison), "compare_ops": compare_ops_figure(comparison),
+            "compare_memory": compare_memory_figure(comparison)}
+
+
+def figure_svg(figure: Figure, salt: str = "tbd") -> str:
+    """The figure as SVG text, the same text for the same figure and salt.
+
+    Args: figure: the Figure; salt: seeds the SVG's element ids (pages holding several figures
+        give each its own, so no two share an id).
+    Returns: the SVG document (XML declaration included).
+    """
+    buffer = io.BytesIO()
+    # The SVG writer reads its id salt from rcParams only; without one it salts with a random UUID,
+    # so the same figure would differ on every save. rc_context restores the setting on exit.
+    import matplotlib  # loaded with the first figure drawn, not with every `tbd` command (0.4 s of start-up)
+
+    with matplotlib.rc_context({"svg.hashsalt": salt}):
+        figure.savefig(buffer, format="svg", metadata={"Date": None})
+    return buffer.getvalue().decode("utf-8")
+
+
+def figure_png(figure: Figure) -> bytes:
+    """The figure as PNG bytes at the fixed dpi (`figures_common.DPI`), white background.
+
+    Args: figure: the Figure.
+    Returns: the PNG file's bytes.
+    """
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, facecolor="white")
+    return buffer.getvalue()
+
+
+def save_figures(figures: Mapping[str, Figure], out_dir: str | os.PathLike) -> list[Path]:
+    """Write each figure as `<stem>.svg` and `<stem>.png` in `out_dir`, each file atomically.
+
+    Args: figures: stem -> Figure (as `run_figures` gives them); out_dir: the folder, created if absent.
+    Returns: the paths written, in the order of `figures`, SVG before PNG.
+    """
+    out = Path(out_dir)
+    written = []
+    for stem, figure in figures.items():
+        for fmt in FORMATS:
+            data = figure_svg(figure, salt=stem).encode("utf-8") if fmt == "svg" else figure_png(figure)
+            path = out / f"{stem}.{fmt}"
+            atomic_write_bytes(path, data)  # a temporary file beside it, then os.replace
+            written.append(path)
+    return written

@@ -1,0 +1,1 @@
+"""The kernel tables of `tbd kernels` and the names in their cells."""

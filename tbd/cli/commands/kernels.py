@@ -1,0 +1,72 @@
+"""`tbd kernels TARGET`: the kernel drill-down of a run or a trace, two rankings, ncu commands,
+measured counters merged in (`--ncu REPORT.csv`, or the CUPTI range counters a trace holds)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from tbd.analysis.counters_merge import merged_profile
+from tbd.cli.commands.arguments import positive_int
+from tbd.cli.commands.output import terminal_width, write
+from tbd.cli.run_analysis import profile_of_target
+from tbd.core.errors import UsageError
+from tbd.profilers import cupti_counters, ncu_csv
+from tbd.reports.kernels.drilldown import render_kernel_detail, render_kernel_report
+from tbd.reports.kernels.export import kernels_csv, kernels_json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="RUN_DIR|TRACE",
+                   help="a tbd run directory or its profile.json, or a Kineto trace (.json, .json.gz)")
+    p.add_argument("--top", type=positive_int, default=10, help="rows shown per table (default 10)")
+    p.add_argument("--kernel", metavar="REGEX", default=None,
+                   help="show the kernel groups whose name matches REGEX (Python re.search) in full")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the rows and rankings as JSON")
+    out.add_argument("--csv", action="store_true", help="print one CSV row per kernel group")
+    p.add_argument("--ncu", type=Path, metavar="REPORT", default=None,
+                   help="merge measured counters from an Nsight Compute CSV (ncu --csv --page raw)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        pattern = re.compile(args.kernel) if args.kernel is not None else None
+    except re.error as exc:
+        raise UsageError(f"--kernel {args.kernel!r} is not a regular expression ({exc})") from None
+    profile = profile_of_target(args.target)
+    notes = []
+    path = Path(args.target)
+    if path.is_file() and path.name != "profile.json":
+        ranges = cupti_counters.measured_launches(path)
+        if ranges:
+            profile, unmatched = merged_profile(profile, ranges, "cupti_range")
+            if unmatched < len(ranges):
+                notes.append(f"{len(ranges)} CUPTI counter ranges read: {len(ranges) - unmatched} merged into kernel "
+                             f"groups, {unmatched} matched no kernel group")
+            else:  # Kineto's range profiler refuses to run beside kernel tracing (profilers.cupti_counters)
+                notes.append(f"{len(ranges)} CUPTI counter ranges not merged: no kernel group of the trace matches "
+                             "them (a range-profiler trace records no kernels of its own); measure with ncu")
+    if args.ncu is not None:
+        launches = ncu_csv.measured_launches(args.ncu)
+        profile, unmatched = merged_profile(profile, launches, "ncu")
+        notes.append(f"{len(launches)} ncu launches read from {args.ncu}: {len(launches) - unmatched} merged into "
+                     f"kernel groups, {unmatched} matched no kernel group")
+    rows = profile.kernels
+    if pattern is not None:
+        rows = [r for r in rows if pattern.search(r.name)]
+        if not rows:
+            raise UsageError(f"no kernel group matches --kernel {args.kernel!r}",
+                             hint=f"`tbd kernels {args.target}` lists them")
+    if args.json:
+        write(json.dumps({**kernels_json(profile, rows), "notes": notes}, indent=1))
+    elif args.csv:
+        write(kernels_csv(rows))
+    elif pattern is not None:
+        write(render_kernel_detail(rows, profile, width=terminal_width(), color=None))
+    else:
+        text = render_kernel_report(profile, top=args.top, width=terminal_width(), color=None)
+        write(text + "".join(f"note: {n}\n" for n in notes))
+    return 0

@@ -1,0 +1,152 @@
+"""`tbd sweep MODEL --batch 2,4,8 | --batch max`: one `tbd profile` run per batch size, side by side.
+
+`--batch max` finds the largest batch that fits: from --batch-start (default: the model's default
+batch, as `tbd profile` would run it) it doubles until a batch runs out of memory or reaches
+--max-batch, then bisects until the largest batch that ran and the smallest that did not are
+adjacent (a start that does not fit is halved first). A point that fails is recorded with its
+one-line reason and the sweep goes on; in the max search a failure that is not out of memory (a
+crash) counts as "does not fit" and a note says so (under an address-space cap an allocation failure
+often surfaces as a crash; the search stays monotone and O(log N)). Every other option is
+`tbd profile`'s and applies to every point; the run spec is built by the same `spec_from_args`.
+Exit code: 0 when the sweep ran to its end and some point ran; 130/143 interrupted (the points done
+are written); 3 when every point ran out of memory, 4 when none ran for another reason.
+
+`--executor ray|submitit` runs each point as its own run on a worker (a Ray task; a job of a Slurm job
+array) instead of here one after another: a list sweep's points all at once, the max search one at a
+time (tbd/cli/sweep_executors.py, docs/sweep-executors.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+
+from tbd.cli import registry
+from tbd.cli.commands.arguments import positive_int
+from tbd.cli.commands.output import stderr_console, terminal_width, write
+from tbd.cli.commands.profile import add_run_arguments, add_workload_arguments, spec_from_args
+from tbd.cli.sweep_executors import EXECUTORS, RayRunner, SubmititRunner
+from tbd.cli.sweep_run import SWEEP_JSON, SweepPlan, new_sweep_dir, prepare_sweep_dir, run_sweep
+from tbd.core.errors import UsageError
+from tbd.reports.progress import StageProgress
+from tbd.reports.sweep_table import render_sweep
+
+DEFAULT_MAX_BATCH = 4096
+_BATCH_HINT = "give batch sizes like --batch 2,4,8, or --batch max for the largest batch that fits"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_workload_arguments(p)
+    p.add_argument("--batch", required=True, metavar="B1,B2,...|max",
+                   help="the batch sizes to run, in this order (e.g. 2,4,8); or max: find the largest that fits")
+    p.add_argument("--batch-start", type=positive_int, default=None, metavar="N",
+                   help="--batch max: the first batch (default: the model's default batch)")
+    p.add_argument("--max-batch", type=positive_int, default=None, metavar="N",
+                   help=f"--batch max: never try a batch above N (default {DEFAULT_MAX_BATCH})")
+    add_run_arguments(p)  # each point's, as `tbd profile` takes them
+    p.add_argument("--out", type=Path, default=None,
+                   help="sweep directory to write (default runs/sweep-<model>-<framework>-<device>-<time>); "
+                        "each point's run directory is b<batch>/ inside it")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="where the points run: local (here, one after another; default), ray (each a Ray task "
+                        "on a Ray cluster), submitit (each a job of a Slurm job array; local processes without Slurm)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="--executor ray: the cluster's address (default: $RAY_ADDRESS, else a Ray started here)")
+    p.add_argument("--slurm-partition", default=None, metavar="NAME", help="--executor submitit: the Slurm partition")
+    p.add_argument("--timeout-min", type=positive_int, default=None, metavar="MIN",
+                   help="--executor submitit: each job's time limit in minutes (default: --max-seconds plus 15 minutes)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars (the one line per point stays)")
+    p.add_argument("--force", action="store_true",
+                   help="replace a previous tbd sweep in --out (a folder without sweep.json is never emptied)")
+
+
+def parse_batches(text: str) -> tuple[int, ...] | None:
+    """--batch's text: "max" gives None (the max search), "2,4,8" the batches in order.
+
+    Raises:
+        UsageError: anything else: an empty item, a non-integer, a batch below 1, a batch given
+            twice, or max mixed with batch sizes.
+    """
+    items = [item.strip() for item in text.split(",")]
+    if len(items) == 1 and items[0].lower() == "max":
+        return None
+    if any(item.lower() == "max" for item in items):
+        raise UsageError(f"--batch {text!r}: max stands alone, not in a list of batch sizes", hint=_BATCH_HINT)
+    batches: list[int] = []
+    for item in items:
+        try:
+            batch = int(item)
+        except ValueError:
+            raise UsageError(f"--batch {text!r}: {item!r} is not a batch size" if item else
+                             f"--batch {text!r}: an empty item", hint=_BATCH_HINT) from None
+        if batch < 1:
+            raise UsageError(f"--batch {text!r}: a batch is at least 1, got {batch}", hint=_BATCH_HINT)
+        if batch in batches:
+            raise UsageError(f"--batch {text!r}: batch {batch} is given twice", hint=_BATCH_HINT)
+        batches.append(batch)
+    return tuple(batches)
+
+
+def plan_from_args(args: argparse.Namespace, default_batch: int) -> SweepPlan:
+    """The batches to run, every option checked; UsageError before any run otherwise."""
+    batches = parse_batches(args.batch)
+    if batches is not None:
+        for flag, value in (("--batch-start", args.batch_start), ("--max-batch", args.max_batch)):
+            if value is not None:
+                raise UsageError(f"{flag} applies to --batch max only", hint=f"drop {flag}, or use --batch max")
+        return SweepPlan(batches)
+    start = args.batch_start if args.batch_start is not None else default_batch
+    cap = args.max_batch if args.max_batch is not None else max(DEFAULT_MAX_BATCH, start)
+    if start > cap:
+        raise UsageError(f"--batch-start {start} is above --max-batch {cap}", hint="raise --max-batch or lower --batch-start")
+    return SweepPlan(None, start=start, cap=cap)
+
+
+def runner_from_args(args: argparse.Namespace, spec_device: str) -> RayRunner | SubmititRunner | None:
+    """The executor's runner (None: here, one after another); UsageError for an option of another
+    executor, a GPU index a worker cannot name, or an executor whose package is not installed."""
+    for flag, value, executor in (("--ray-address", args.ray_address, "ray"),
+                                  ("--slurm-partition", args.slurm_partition, "submitit"),
+                                  ("--timeout-min", args.timeout_min, "submitit")):
+        if value is not None and args.executor != executor:
+            raise UsageError(f"{flag} applies to --executor {executor} only", hint=f"add --executor {executor}")
+    if args.executor == "local":
+        return None
+    if spec_device.startswith("cuda:") and spec_device != "cuda:0":
+        raise UsageError(f"--device {spec_device}: with --executor {args.executor} each point gets a GPU of its own, "
+                         "which it sees as cuda:0", hint="give --device cuda")
+    if args.executor == "ray":
+        return RayRunner(args.ray_address)
+    return SubmititRunner(partition=args.slurm_partition, timeout_min=args.timeout_min)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Everything is checked before the first point runs: the batches, then the model and framework
+    # as `tbd profile` checks them (its spec_from_args, given no batch).
+    parse_batches(args.batch)  # a bad --batch is refused first, before the model is looked up
+    spec = spec_from_args(argparse.Namespace(**{**vars(args), "batch": None}))
+    info = registry.model_info(args.model)
+    if info.fixed_batch is not None:
+        raise UsageError(f"{args.model} fixes its batch at {info.fixed_batch} per iteration, as the TBD paper ran it: "
+                         "there is no batch to sweep", hint=f"run `tbd profile {args.model}` instead")
+    plan = plan_from_args(args, spec.batch or info.default_batch)
+    runner = runner_from_args(args, spec.device)
+    with runner or contextlib.nullcontext():  # a Ray is started or reached before the sweep directory is made
+        if args.out is not None:
+            out = Path(args.out)
+            prepare_sweep_dir(out, args.force)
+        else:
+            out = new_sweep_dir(spec)
+        console = stderr_console()
+        outcome = run_sweep(spec, plan, out,
+                            announce=lambda line: console.print(line, highlight=False, markup=False),
+                            progress=lambda: StageProgress(console, enabled=not args.quiet), runner=runner)
+    write(render_sweep(outcome.sweep, width=terminal_width(), color=None))
+    write(f"sweep directory: {out}")
+    if outcome.figures_note:
+        console.print(f"tbd: {outcome.figures_note}", highlight=False, markup=False)
+    if outcome.exit_code in (130, 143):
+        console.print(f"tbd: interrupted: the points done so far are in {out / SWEEP_JSON}",
+                      highlight=False, markup=False)
+    return outcome.exit_code

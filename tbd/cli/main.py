@@ -1,0 +1,97 @@
+"""The `tbd` command: argument parsing and error handling only; each subcommand is a module."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import signal
+import sys
+import traceback
+
+from tbd import __version__
+from tbd.cli.commands import analyze, compare, env, gpus, kernels, profile, report, suite, sweep
+from tbd.core.errors import TbdError, UsageError
+
+COMMANDS = {
+    "profile": (profile, "run a suite workload and report throughput, utilization, memory and kernels"),
+    "kernels": (kernels, "kernel drill-down: launch configuration, shapes, roofline, the two low-utilization "
+                         "rankings and their Nsight Compute commands"),
+    "analyze": (analyze, "analyse a PyTorch/Kineto trace that another tool recorded"),
+    "compare": (compare, "runs or traces side by side: every figure with its ratio to the first, op-by-op time "
+                         "deltas, the peak ratio against the measured one"),
+    "sweep": (sweep, "profile one workload at several batch sizes, or find the largest batch that fits"),
+    "report": (report, "render a saved profile.json again"),
+    "env": (env, "show, per framework, whether it is usable, its version, interpreter and GPU"),
+    "suite": (suite, "list the suite's models x frameworks and which run on this machine"),
+    "gpus": (gpus, "list the GPU table: peaks per precision, bandwidth, memory, with sources"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported as tbd reports every error: one line, exit code 2."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: {message}", hint=f"see `{self.prog} --help`")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tbd", description="Profile deep-learning training (the TBD suite).")
+    parser.add_argument("--version", action="version", version=f"tbd {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(handler=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: returns the exit code (0 ok, 2 usage, 3 OOM, 4 crash, 130 interrupted)."""
+    parser = build_parser()
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+        return args.handler(args)
+    except TbdError as exc:
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write(f"tbd: error: {exc.one_line()}\n")
+        return exc.exit_code
+    except OSError as exc:  # a path that cannot be written or read: say which, and why
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write(f"tbd: error: {_os_error(exc)}\n")
+        return 5 if exc.errno == errno.ENOSPC else 1
+    except KeyboardInterrupt:
+        sys.stderr.write("tbd: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # `tbd ... | head` closed our stdout: not an error. Point stdout at devnull so the
+        # interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def console_main() -> None:
+    """The `tbd` command (console script and `python -m tbd.cli`): main(), then exit with its code.
+
+    Once the command has returned, its results are written: a Ctrl-C that arrives while the
+    interpreter shuts down (a second one, pressed just as the partial profile was saved) is
+    ignored, or Python would end the process by SIGINT and a 130 would become a signal death.
+    """
+    code = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
+def _os_error(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename else ""
+    if exc.errno == errno.ENOSPC:
+        return f"{where}no space left on the device (hint: free some space; files already written are kept)"
+    return f"{where}{exc.strerror or exc}"
+
+
+if __name__ == "__main__":
+    console_main()
