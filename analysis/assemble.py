@@ -1,4 +1,4 @@
-"""Assemble a `Profile` from raw records: every metric of DESIGN.md's contract, or null + reason.
+"""Assemble a `Profile` from raw records: every metric of the contract in docs/architecture.md, or null + reason.
 
 Pure: records in, a Profile out. The caller reads the run directory or a trace.
 """
@@ -12,7 +12,7 @@ import numpy as np
 
 from tbd.analysis import flop_gaps, kernel_rows, op_groups, quality, ranking, stability, utilization
 from tbd.analysis.peaks import PeakModel
-from tbd.core.profile import (
+from tbd.core.profile_result import (
     COMPLETE,
     Bandwidth,
     FlopUtil,
@@ -44,8 +44,47 @@ class WorkloadInfo:
     units_per_step: dict[str, float] = field(default_factory=dict)
 
 
+NO_CUDA = "no CUDA device: the run used the CPU"
+NO_SAMPLES = "a trace alone does not say how many samples an iteration holds"
+
+
+@dataclass(frozen=True)
+class NullReasons:
+    """Why a figure is null where the records it is made of are absent; the defaults fit a run tbd ran on the CPU."""
+
+    gpu_busy: str = NO_CUDA  # gpu_busy_pct, when the trace holds no CUDA kernels
+    gpu_busy_nvml: str = NO_CUDA  # gpu_busy_nvml_pct, when there are no NVML samples
+    cpu_util: str = "no timing window was completed"  # cpu_util_pct, when there are no CPU counters
+    throughput: str = NO_SAMPLES  # throughput, when the samples per iteration are not known
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileInputs:
+    """Everything a Profile is assembled from (`assemble_profile`): the run's records, where None
+    means the record does not exist, what the device can do, and why a figure is null without its records."""
+
+    spec: dict[str, Any]  # what ran: spec.json, or what a trace tells
+    environment: dict[str, Any]  # host, CPU, GPU, versions
+    log: IterationLog | None  # the iteration log, or a trace's ProfilerStep spans
+    workload: WorkloadInfo | None  # samples per iteration and the throughput's unit
+    cpu: CpuSample | None  # per-core CPU counters over the timing window
+    nvml: NvmlSample | None  # NVML utilization samples
+    trace: TraceRecords | None  # the trace window's kernels and ops
+    memory: Memory  # the memory breakdown, as the framework's reader split it
+    peaks: PeakModel  # peak FLOP/s per precision
+    # The device's memory bandwidth: (bytes/s, source, how) as analysis.peaks.device_bandwidth gives it.
+    bandwidth: tuple[float | None, str, str] | None = None
+    status: str = COMPLETE
+    notes: list[str] = field(default_factory=list)  # the caller's notes, before those the analysis adds
+    null_reasons: NullReasons = NullReasons()
+    provenance: dict[str, Any] = field(default_factory=dict)
+    kernel_rows_shown: int | None = 200  # kernel groups kept, longest first; None: all
+    quality_records: dict[str, Any] | None = None  # raw/quality.json of a run tbd ran (analysis/quality.py)
+    gemm: dict[str, Any] | None = None  # raw/gemm.json of a run tbd ran
+
+
 def throughput(log: IterationLog | None, workload: WorkloadInfo | None,
-               no_samples_reason: str = "a trace alone does not say how many samples an iteration holds") -> Throughput:
+               no_samples_reason: str = NO_SAMPLES) -> Throughput:
     """Samples/s over the timing window only (never the traced iterations of a run tbd timed)."""
     unit = workload.throughput_unit if workload else "samples/s"
     if workload is None or workload.samples_per_step is None:
@@ -260,26 +299,14 @@ def ncu_target(spec: dict[str, Any], log: IterationLog | None) -> list[str] | No
     return argv + ["--quiet", "--out", "RUN_DIR-ncu"]
 
 
-def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: IterationLog | None,
-                     workload: WorkloadInfo | None, cpu: CpuSample | None, nvml: NvmlSample | None,
-                     trace: TraceRecords | None, memory: Memory, peaks: PeakModel,
-                     status: str = COMPLETE, notes: list[str] | None = None,
-                     reasons: dict[str, str] | None = None, provenance: dict[str, Any] | None = None,
-                     kernel_rows_shown: int | None = 200,
-                     bandwidth: tuple[float | None, str, str] | None = None,
-                     quality_records: dict[str, Any] | None = None, gemm: dict[str, Any] | None = None) -> Profile:
-    """Every metric of the contract from the records given; what they cannot tell is null + reason.
-
-    `reasons` overrides the default null reasons: keys "gpu", "nvml", "cpu", "throughput".
-    `bandwidth`: the device's memory bandwidth as analysis.peaks.device_bandwidth gives it.
-    `quality_records`, `gemm`: raw/quality.json and raw/gemm.json of a run tbd ran (analysis/quality.py).
-    """
-    reasons = reasons or {}
-    notes = list(notes or [])
-    no_gpu = reasons.get("gpu", "no CUDA device: the run used the CPU")
+def assemble_profile(inputs: ProfileInputs) -> Profile:
+    """Every metric of the contract from the records given; what they cannot tell is null + reason."""
+    spec, environment, log, trace, peaks = inputs.spec, inputs.environment, inputs.log, inputs.trace, inputs.peaks
+    cpu, workload, why = inputs.cpu, inputs.workload, inputs.null_reasons
+    notes = list(inputs.notes)
     fu, util_rows = flop_util(trace, peaks)
-    bw_value, bw_source, bw_how = bandwidth or (None, "none", "memory bandwidth not known")
-    tables = kernel_tables(trace, util_rows, peaks, bw_value, kernel_rows_shown, ncu_target(spec, log))
+    bw_value, bw_source, bw_how = inputs.bandwidth or (None, "none", "memory bandwidth not known")
+    tables = kernel_tables(trace, util_rows, peaks, bw_value, inputs.kernel_rows_shown, ncu_target(spec, log))
     fu = replace(fu, kernel_average_pct=kernel_rows.finite_or_none(tables.flop_threshold_pct))
     if log is not None and log.stable is False and not log.from_trace:  # None: --warmup, not checked
         notes.append("NOT STABLE: the stable phase was never reached; figures cover an unsteady run")
@@ -289,28 +316,28 @@ def assemble_profile(*, spec: dict[str, Any], environment: dict[str, Any], log: 
     if log is not None and not log.from_trace:
         notes.extend(stability.trace_window_outliers(log.times_ns, log.timing_window, log.trace_window,
                                                      log.timing_window_ns))
-    cpu_pct = cpu_util(cpu, reasons.get("cpu", "no timing window was completed"))
+    cpu_pct = cpu_util(cpu, why.cpu_util)
     notes.extend(one_core_note(cpu_pct, cpu, spec))
     if trace is not None:
         notes.extend(trace.notes)
     cores = cpu.cores if cpu is not None else None
-    record = quality.measurement_quality(quality_records, gemm, workload.samples_per_step if workload else None, cores,
+    record = quality.measurement_quality(inputs.quality_records, inputs.gemm,
+                                         workload.samples_per_step if workload else None, cores,
                                          threads_of(spec, environment))
     if record is not None:
         notes.extend(f"measurement: {w}" for w in record.warnings)
     metrics = Metrics(
-        throughput=with_repeats(throughput(log, workload, *([reasons["throughput"]] if "throughput" in reasons else [])),
-                                record),
-        gpu_busy_pct=gpu_busy(trace, no_gpu),
-        gpu_busy_nvml_pct=nvml_busy(nvml, reasons.get("nvml", no_gpu)),
+        throughput=with_repeats(throughput(log, workload, why.throughput), record),
+        gpu_busy_pct=gpu_busy(trace, why.gpu_busy),
+        gpu_busy_nvml_pct=nvml_busy(inputs.nvml, why.gpu_busy_nvml),
         flop_util_pct=fu,
         cpu_util_pct=cpu_pct,
-        memory_bytes=memory,
+        memory_bytes=inputs.memory,
         no_flop_formula=flop_gaps.no_flop_formula(trace.kernels) if trace is not None else None,
         memory_bandwidth=Bandwidth(bw_value, bw_source, bw_how, kernel_rows.finite_or_none(tables.bandwidth_threshold_pct)),
     )
-    return Profile(status=status, spec=spec, environment=environment, iterations=iterations_block(log),
+    return Profile(status=inputs.status, spec=spec, environment=environment, iterations=iterations_block(log),
                    metrics=metrics, kernels=tables.rows, low_util_kernels=tables.low_compute, notes=notes,
-                   provenance=provenance or {}, low_bandwidth_kernels=tables.low_memory,
+                   provenance=inputs.provenance, low_bandwidth_kernels=tables.low_memory,
                    op_groups=op_groups.op_groups(trace.kernels, util_rows) if trace is not None and util_rows is not None
                    else [], quality=record)

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tbd.core.comparison import ComparedRun, Comparison, Gap, MetricComparison, OpComparison
-from tbd.core.profile import MEMORY_CATEGORIES, PARTIAL, Profile
 from tbd.core.profile_cluster import Cluster
+from tbd.core.profile_result import MEMORY_CATEGORIES, PARTIAL, Profile
 
 _LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 #: The spec keys whose difference changes what a ratio means (the device is what is being compared).

@@ -89,7 +89,7 @@ def group_details(kernels: KernelTable, names: list[str],
     """The drill-down of each named group (kernel name) in `kernels`.
 
     function_name: a kernel's bare function name as ncu's "function" name base sees it
-    (ncu_command.kernel_function_name); None treats every name as matched whole.
+    (analysis.ncu.kernel_function_name); None treats every name as matched whole.
     """
     code, distinct = group_codes(kernels)
     functions = _function_codes(distinct, code, function_name)

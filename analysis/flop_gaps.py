@@ -25,7 +25,7 @@ import numpy as np
 
 from tbd.analysis.intervals import overlap_length_ns, union_length_ns
 from tbd.analysis.ranking import factorize
-from tbd.core.profile import FlopGap, NoFlopFormula
+from tbd.core.profile_result import FlopGap, NoFlopFormula
 from tbd.core.records import NO_FORMULA, NO_LAUNCH_OP, SHAPES_NOT_RECORDED, SHAPES_UNREADABLE, KernelTable
 
 COMMUNICATION = "communication"

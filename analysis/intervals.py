@@ -1,7 +1,7 @@
 """Interval maths over half-open [start, end) integer-nanosecond intervals, vectorised.
 
 Every busy-time figure in tbd goes through here: the union of kernel intervals across streams
-(DESIGN.md formula (1)), clipping to a window, covered length, and the overlap of two sets of intervals.
+(formula (1), docs/architecture.md), clipping to a window, covered length, and the overlap of two sets of intervals.
 """
 
 from __future__ import annotations

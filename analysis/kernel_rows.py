@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tbd.analysis import drilldown, ranking
-from tbd.analysis.ncu_command import kernel_function_name, ncu_command, shell_line
+from tbd.analysis.ncu import kernel_function_name, ncu_command, shell_line
 from tbd.analysis.roofline import MEMORY, RooflinePoint, roofline_point
 from tbd.core.errors import UsageError
-from tbd.core.profile import KernelRow
+from tbd.core.profile_result import KernelRow
 from tbd.core.records import ANALYTIC, TraceRecords
 
 NVTX_TRACE_WINDOW = "tbd.trace_window"  # the NVTX push/pop range around tbd's trace window

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tbd.analysis.ranking import factorize
-from tbd.core.profile import OpGroupRow
+from tbd.core.profile_result import OpGroupRow
 from tbd.core.records import KernelTable
 
 NO_LAUNCH_OP = "(no launching op)"

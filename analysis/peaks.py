@@ -1,4 +1,4 @@
-"""Peak FLOP/s of a GPU or CPU from its hardware description (DESIGN.md, "peak FLOP/s").
+"""Peak FLOP/s of a GPU or CPU from its hardware description (docs/architecture.md, "peak FLOP/s").
 
 peak = units x clock x FLOPs per clock per unit, where a fused multiply-add counts as 2 FLOPs.
 An unknown part or a hidden clock gives `value=None` with the reason; nothing is guessed.
@@ -269,7 +269,7 @@ def device_bandwidth(environment: dict[str, Any], device_kind: str,
     """The memory bandwidth (bytes/s) of the device the kernels ran on: (value, source, how or why not).
 
     A GPU's is its datasheet figure (the GPU table row found as for the peaks); a CPU's is the
-    copy bandwidth the run measured (profilers/bandwidth.py), there being no datasheet for a
+    copy bandwidth the run measured (profilers/ceilings.py), there being no datasheet for a
     host's memory system as configured. `measured`: that record ({"bytes_per_s", ...}) or None.
     """
     if device_kind == "cuda":

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tbd.core.profile import Quality
+from tbd.core.profile_result import Quality
 
 OTHER_LOAD_CORES = 0.25  # other processes' CPU above this many cores: a warning
 SPREAD_PCT = 10.0  # repeats' throughput, or the two GEMM ceilings, further apart than this: a warning

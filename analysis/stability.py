@@ -1,4 +1,4 @@
-"""Stable-phase detection: where warm-up ends (DESIGN.md, "Stable phase"; docs/warmup.md).
+"""Stable-phase detection: where warm-up ends (docs/architecture.md, "Stable phase"; docs/warmup.md).
 
 A change-point test between consecutive windows, scaled by the series' own noise. Candidate start
 k is accepted when the windows A = times[k : k+w] and B = times[k+w : k+2w] show no level shift:

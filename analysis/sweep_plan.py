@@ -17,7 +17,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 
-from tbd.core.profile import PARTIAL, Profile
+from tbd.core.profile_result import PARTIAL, Profile
 from tbd.core.sweep_result import POINT_MEMORY_KEYS, Sweep, SweepPoint
 
 OK, OOM, FAILED = "ok", "oom", "failed"

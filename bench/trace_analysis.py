@@ -31,6 +31,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -103,16 +104,26 @@ def _run(cmd: list[str], cwd: Path) -> tuple[float, int]:
     return wall, usage.ru_maxrss * 1024  # Linux reports KiB
 
 
+#: What every tbd command pays before it reads a byte: the interpreter and the command's imports
+#: (tbd.cli.main since the command became a package; tbd.cli, a module, before).
+_STARTUP = "try:\n    import tbd.cli.main\nexcept ImportError:\n    import tbd.cli"
+
+
 def _tools(path: Path, work: Path, hta_python: Path | None, others: bool,
-           baseline: Path | None) -> dict[str, list[str]]:
+           baseline: list[Path] | None) -> dict[str, list[str]]:
     analyze = ["-m", "tbd.cli", "analyze", str(path), "--sm-clock-mhz", "1410", "--json", str(work / "profile.json")]
     tools = {"tbd analyze": [sys.executable, *analyze],
              # What every tbd command pays before it reads a byte: the interpreter and tbd's imports.
-             "tbd startup": [sys.executable, "-c", "import tbd.cli.main"]}
+             "tbd startup": [sys.executable, "-c", _STARTUP]}
     if others:
         tools["json.loads"] = [sys.executable, "-c", _JSON_LOADS, str(path)]
-    if others and baseline is not None:
-        tools["tbd analyze (baseline)"] = ["env", f"PYTHONPATH={baseline}", sys.executable, *analyze]
+    for folder in (baseline or []) if others else []:
+        # -S: an editable install's import finder (a .pth file in site-packages) comes before
+        # PYTHONPATH, so the checkout's tbd would shadow the one under test; site-packages itself
+        # then comes back through PYTHONPATH, after it.
+        env = ["env", f"PYTHONPATH={folder}{os.pathsep}{sysconfig.get_paths()['purelib']}", sys.executable, "-S"]
+        tools[f"tbd analyze ({folder.name})"] = [*env, *analyze]
+        tools[f"tbd startup ({folder.name})"] = [*env, "-c", _STARTUP]
     if others and hta_python is not None:
         hta_dir = work / "hta"
         hta_dir.mkdir(exist_ok=True)
@@ -124,7 +135,7 @@ def _tools(path: Path, work: Path, hta_python: Path | None, others: bool,
 
 
 def measure(path: Path, repeats: int, hta_python: Path | None, others: bool,
-            baseline: Path | None) -> dict[str, list[tuple[float, int]]]:
+            baseline: list[Path] | None) -> dict[str, list[tuple[float, int]]]:
     """Round-robin wall time and peak RSS per tool, `repeats` rounds, order rotating each round."""
     with tempfile.TemporaryDirectory() as tmp:
         tools = _tools(path, Path(tmp), hta_python, others, baseline)
@@ -145,7 +156,7 @@ def _table(events: int, size_mb: float, runs: dict) -> list[str]:
     for name, got in runs.items():
         times = [t for t, _ in got]
         ratios = [t / b for t, b in zip(times, tbd)]
-        vs = "1" if name == "tbd analyze" else "" if name == "tbd startup" else \
+        vs = "1" if name == "tbd analyze" else "" if name.startswith("tbd startup") else \
             f"{min(ratios):.2f}x / {statistics.median(ratios):.2f}x / {max(ratios):.2f}x"
         lines.append(f"| {name} | {min(times):.2f} | {max(times):.2f} | {max(m for _, m in got) / 2**20:,.0f} | {vs} |")
     return lines
@@ -161,9 +172,10 @@ def main() -> None:
                     help="largest size json.loads and HTA are timed at (beyond it, tbd alone: time per event)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "tbd-bench-traces")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the tables here")
-    ap.add_argument("--baseline", type=Path, default=None,
+    ap.add_argument("--baseline", type=Path, action="append", default=None,
                     help="a folder holding another tbd (pip install --no-deps --target DIR <checkout>), timed beside "
-                         "this one as 'tbd analyze (baseline)': a change's before and after in one run")
+                         "this one as 'tbd analyze (DIR's name)': a change's before and after in one run; repeatable "
+                         "(e.g. the commit before and this one, both installed the same way)")
     ap.add_argument("--check", type=Path, default=None, help=argparse.SUPPRESS)  # _check_in_child
     args = ap.parse_args()
     if args.check:

@@ -1,4 +1,4 @@
-"""Per-core CPU time counters around a window, the input of formula (3) (DESIGN.md).
+"""Per-core CPU time counters around a window, the input of formula (3) (docs/architecture.md, "The metric contract").
 
 Records only; `analysis.utilization.cpu_utilization_pct` turns a `CpuSample` into a percent.
 

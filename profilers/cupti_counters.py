@@ -5,7 +5,7 @@ Recorded (PyTorch 2.13 and earlier) with
 torch.profiler._ExperimentalConfig(profiler_metrics=[...], profiler_measure_per_kernel=True))`.
 PyTorch 2.14 deprecates both options: they "no longer enable CUPTI range profiling" and are
 ignored (its profiler release notes, pytorch#187204), so a trace from 2.14 on has no counters and
-Nsight Compute (analysis.ncu_command) is the way to measure them there.
+Nsight Compute (analysis.ncu) is the way to measure them there.
 
 The layout (libkineto/src/CuptiRangeProfiler.cpp, `addRangeEvents`; seen in a public A100 trace):
 one "X" event per range with "cat": "cuda_profiler_range", "pid" the GPU's device id, "tid" 0, and
@@ -21,7 +21,7 @@ smsp__sass_thread_inst_executed_op_{f,h,d}{add,mul,fma}_pred_on.sum counters, an
 ranges ("the actual times do not really matter here"), so every range has the same duration and
 they only give the ranges' order: the n-th range of a device is its n-th kernel launch (`index`),
 which is how HolisticTraceAnalysis matches them to cudaLaunchKernel calls. tbd merges a range into
-a kernel group by its name (analysis.counters_merge), not by that order. The range profiler runs
+a kernel group by its name (analysis.counters), not by that order. The range profiler runs
 alone (Kineto refuses it beside kernel, memcpy or memset tracing), so its trace has no "kernel"
 events: `tbd kernels` on such a trace finds no kernel group to merge into and says so.
 
@@ -41,8 +41,7 @@ from typing import Any, Mapping
 
 import msgspec
 
-from tbd.analysis.counter_work import MeasuredWork, measured_launch, measured_work
-from tbd.analysis.counters_merge import MeasuredLaunch
+from tbd.analysis.counters import MeasuredLaunch, MeasuredWork, measured_launch, measured_work
 from tbd.core.errors import TraceFormatError
 from tbd.profilers.traces.files import LIMIT_VARIABLE, read_trace_bytes
 from tbd.profilers.traces.names import clean_name, quoted
@@ -63,7 +62,7 @@ class CuptiRange:
     Attributes:
         index: the range's position among its device's ranges (its launch's, per kernel).
         name: the kernel's demangled name (per kernel) or the range's name, bounded by
-            `trace_names.clean_name`; "__missing__" where Kineto had no name.
+            `traces.names.clean_name`; "__missing__" where Kineto had no name.
         device: the GPU ("pid"), None where absent.
         ts_ns, dur_ns: the event's start and duration in integer ns, None where absent. Not measured
             times (module docstring): they only order the ranges.
@@ -116,7 +115,7 @@ def read_cupti_counters(path: str | os.PathLike, *, required: bool = True) -> Cu
 
 
 def measured_launches(path: str | os.PathLike) -> list[MeasuredLaunch]:
-    """Each range of a trace as `analysis.counters_merge` merges it: name and measured work; [] for a trace
+    """Each range of a trace as `analysis.counters` merges it: name and measured work; [] for a trace
     without ranges (most traces), which is not decoded at all when its text never names the category.
 
     Raises:
@@ -155,7 +154,7 @@ def decode_cupti_counters(data: bytes, source: str, *, required: bool = True) ->
 
 
 def range_work(counter_range: CuptiRange) -> MeasuredWork:
-    """The FLOPs, tensor-pipe work and DRAM bytes a range's counters measure (`counter_work.measured_work`)."""
+    """The FLOPs, tensor-pipe work and DRAM bytes a range's counters measure (`analysis.counters.measured_work`)."""
     return measured_work(counter_range.metrics)
 
 

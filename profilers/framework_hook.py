@@ -31,8 +31,8 @@ from tbd.core.errors import UsageError
 from tbd.core.records import RunSpec
 from tbd.models.base import Workload
 from tbd.profilers import host
-from tbd.profilers.bandwidth import host_copy_bandwidth
-from tbd.profilers.loop import LoopHooks, LoopState, ProgressFn, run_trace_window
+from tbd.profilers.ceilings import host_copy_bandwidth
+from tbd.profilers.loop import LoopCallbacks, LoopState, ProgressFn, run_trace_window
 from tbd.profilers.nvml import NvmlSampler, gpu_facts_from_nvml
 from tbd.profilers.stages import run_stages
 
@@ -93,7 +93,7 @@ class TraceWindow:
     spec: RunSpec
     run_dir: Path
     device: Device
-    hooks: LoopHooks
+    callbacks: LoopCallbacks
     state: LoopState
     progress: ProgressFn
     scratch: Path
@@ -192,10 +192,10 @@ class FrameworkHook(ABC):
         return isinstance(exc, MemoryError)
 
     def gemm_ceiling(self, device: Device) -> dict:
-        """The measured FP32 matrix-multiply ceiling (profilers/gemm.py's keys)."""
+        """The measured FP32 matrix-multiply ceiling (profilers/ceilings.py's keys)."""
 
     def memory_bandwidth(self, device: Device) -> dict | None:
-        """The measured memory bandwidth (profilers/bandwidth.py's keys): the host's on the CPU; None
+        """The measured memory bandwidth (profilers/ceilings.py's keys): the host's on the CPU; None
         on a GPU, whose datasheet bandwidth the analysis takes from the GPU table."""
         return None if device.is_gpu else host_copy_bandwidth()
 
@@ -215,7 +215,7 @@ class FrameworkHook(ABC):
         return {}
 
     def agreement(self) -> Callable[[list[float]], list[float]] | None:
-        """Several ranks: LoopHooks.agree (each value's maximum over the ranks); None for one process."""
+        """Several ranks: LoopCallbacks.agree (each value's maximum over the ranks); None for one process."""
         return None
 
     def wrap_step(self, step: Callable[[], Any]) -> Callable[[], Any]:
@@ -249,28 +249,28 @@ class FrameworkHook(ABC):
         """Every stage, raw records after each; the workload's close() runs however they end."""
         try:
             with self.device_scope(device):
-                hooks = LoopHooks(step=self.wrap_step(workload.step), synchronize=self.synchronizer(device),
+                callbacks = LoopCallbacks(step=self.wrap_step(workload.step), synchronize=self.synchronizer(device),
                                   mark=self.marker(), samples_counter=workload.samples_counter,
                                   sync_each_iteration=self.queues_work, agree=self.agreement())
                 params = None if workload.model is None else self.parameter_count(workload.model)
-                run_stages(hooks, workload, spec, state, run_dir, progress, parameters=params,
+                run_stages(callbacks, workload, spec, state, run_dir, progress, parameters=params,
                            nvml=self.nvml_sampler(device) if device.is_gpu else None,
                            trace_window=lambda n: self._trace_window(workload, replace(spec, trace_iterations=n),
-                                                                     run_dir, device, hooks, state, progress),
+                                                                     run_dir, device, callbacks, state, progress),
                            gemm_ceiling=lambda: self.gemm_ceiling(device),
                            memory_bandwidth=lambda: self.memory_bandwidth(device), out_of_memory=self.out_of_memory)
         finally:
             if workload.close is not None:
                 workload.close()
 
-    def _trace_window(self, workload: Workload, spec: RunSpec, run_dir: Path, device: Device, hooks: LoopHooks,
+    def _trace_window(self, workload: Workload, spec: RunSpec, run_dir: Path, device: Device, callbacks: LoopCallbacks,
                       state: LoopState, progress: ProgressFn) -> None:
         if os.environ.get(NO_TRACER_VARIABLE) == "1":
             # Under Nsight Compute (the command a profile's `ncu` entry gives): ncu holds CUPTI, so the
             # window runs with its NVTX range and lead-in step but without the framework's tracer.
-            run_trace_window(hooks, spec.trace_iterations, state, lambda i: contextlib.nullcontext(), lambda: None,
+            run_trace_window(callbacks, spec.trace_iterations, state, lambda i: contextlib.nullcontext(), lambda: None,
                              progress, lead_in=TraceWindow.lead_in)
             state.notes.append(f"trace window run without the tracer ({NO_TRACER_VARIABLE}=1): no trace file")
             return
         with scratch_dir(run_dir) as scratch:
-            self.trace_window(TraceWindow(workload, spec, run_dir, device, hooks, state, progress, scratch))
+            self.trace_window(TraceWindow(workload, spec, run_dir, device, callbacks, state, progress, scratch))

@@ -34,7 +34,7 @@ def _no_progress(event: dict) -> None:
 
 
 @dataclass
-class LoopHooks:
+class LoopCallbacks:
     """What a framework hook gives the loop."""
 
     step: Callable[[], Any]
@@ -83,16 +83,16 @@ class LoopState:
         )
 
 
-def _timed_step(hooks: LoopHooks, index: int, sync: bool) -> int:
-    with hooks.mark(f"tbd.iteration {index}"):
-        t0 = hooks.clock()
-        hooks.step()
+def _timed_step(callbacks: LoopCallbacks, index: int, sync: bool) -> int:
+    with callbacks.mark(f"tbd.iteration {index}"):
+        t0 = callbacks.clock()
+        callbacks.step()
         if sync:
-            hooks.synchronize()
-        return hooks.clock() - t0
+            callbacks.synchronize()
+        return callbacks.clock() - t0
 
 
-def run_warmup(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns: int,
+def run_warmup(callbacks: LoopCallbacks, spec: RunSpec, state: LoopState, deadline_ns: int,
                rule: StabilityRule = StabilityRule(), progress: ProgressFn = _no_progress) -> None:
     """Run iterations until the stable phase starts (or `spec.warmup` iterations when given).
 
@@ -105,24 +105,24 @@ def run_warmup(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns: i
     state.stage = "warmup"
     if spec.warmup is not None:
         state.warmup_detected = False
-        with hooks.mark("tbd.warmup"):
+        with callbacks.mark("tbd.warmup"):
             for i in range(spec.warmup):
-                state.times_ns.append(_timed_step(hooks, len(state.times_ns), sync=True))
+                state.times_ns.append(_timed_step(callbacks, len(state.times_ns), sync=True))
                 progress({"stage": "warmup", "done": i + 1, "total": spec.warmup})
         state.warmup, state.warmup_run, state.stable = spec.warmup, spec.warmup, None
         return
-    with hooks.mark("tbd.warmup"):
+    with callbacks.mark("tbd.warmup"):
         while True:
-            state.times_ns.append(_timed_step(hooks, len(state.times_ns), sync=True))
+            state.times_ns.append(_timed_step(callbacks, len(state.times_ns), sync=True))
             found = detect_timed(state.times_ns, 1e-9, rule)
             progress({"stage": "warmup", "done": len(state.times_ns), "total": None,
                       "last_s": state.times_ns[-1] / 1e9})
-            out_of_budget = len(state.times_ns) >= spec.max_warmup_iterations or hooks.clock() >= deadline_ns
+            out_of_budget = len(state.times_ns) >= spec.max_warmup_iterations or callbacks.clock() >= deadline_ns
             start = found.start if found is not None else None
-            if hooks.agree is not None:
+            if callbacks.agree is not None:
                 # Warm-up ends when every rank is stable: the slowest decides, and the stable phase
                 # starts where the last rank's does.
-                unstable, out_of_budget, latest = hooks.agree([float(found is None), float(out_of_budget),
+                unstable, out_of_budget, latest = callbacks.agree([float(found is None), float(out_of_budget),
                                                                float(start or 0)])
                 out_of_budget = bool(out_of_budget)
                 start = int(latest) if not unstable else None
@@ -146,7 +146,7 @@ def run_warmup(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns: i
                 return
 
 
-def run_timing_window(hooks: LoopHooks, iterations: int, state: LoopState, deadline_ns: int,
+def run_timing_window(callbacks: LoopCallbacks, iterations: int, state: LoopState, deadline_ns: int,
                       progress: ProgressFn = _no_progress) -> None:
     """Run the timing window: no per-iteration synchronisation, synchronised at both ends.
 
@@ -154,19 +154,19 @@ def run_timing_window(hooks: LoopHooks, iterations: int, state: LoopState, deadl
     """
     state.stage = "timing"
     first = len(state.times_ns)
-    hooks.synchronize()
-    with hooks.mark("tbd.timing_window"):
-        counted_start = hooks.samples_counter() if hooks.samples_counter else None
-        t_start = hooks.clock()
+    callbacks.synchronize()
+    with callbacks.mark("tbd.timing_window"):
+        counted_start = callbacks.samples_counter() if callbacks.samples_counter else None
+        t_start = callbacks.clock()
         done = 0
         last = t_start
         try:
             while done < iterations:
-                with hooks.mark(f"tbd.iteration {first + done}"):
-                    hooks.step()
-                    if hooks.sync_each_iteration:
-                        hooks.synchronize()
-                now = hooks.clock()
+                with callbacks.mark(f"tbd.iteration {first + done}"):
+                    callbacks.step()
+                    if callbacks.sync_each_iteration:
+                        callbacks.synchronize()
+                now = callbacks.clock()
                 state.times_ns.append(now - last)
                 last = now
                 done += 1
@@ -174,7 +174,7 @@ def run_timing_window(hooks: LoopHooks, iterations: int, state: LoopState, deadl
                 progress({"stage": "timing", "done": done, "total": iterations})
                 # Several ranks: the window was sized for every rank alike (windows.window_plan); one
                 # rank cutting it alone would leave the others waiting in the all-reduce.
-                if now >= deadline_ns and done < iterations and hooks.agree is None:
+                if now >= deadline_ns and done < iterations and callbacks.agree is None:
                     state.notes.append(f"time budget reached: timing window cut to {done} of {iterations} iterations")
                     break
         except BaseException:
@@ -182,25 +182,25 @@ def run_timing_window(hooks: LoopHooks, iterations: int, state: LoopState, deadl
             # waits for the device, so on an asynchronous GPU it also holds part of the
             # interrupted iteration: the throughput is then a lower bound, and says so.
             if done:
-                hooks.synchronize()
-                t_end = hooks.clock()
+                callbacks.synchronize()
+                t_end = callbacks.clock()
                 state.times_ns[-1] += t_end - last
                 state.timing_window_ns = t_end - t_start
                 if counted_start is not None:
-                    state.timing_window_samples = hooks.samples_counter() - counted_start
+                    state.timing_window_samples = callbacks.samples_counter() - counted_start
                 state.notes.append(f"timing window cut to {done} of {iterations} iterations by an interrupt: "
                                    "throughput over those (a lower bound: the window's end waited for the device)")
             raise
-        hooks.synchronize()
-        t_end = hooks.clock()
+        callbacks.synchronize()
+        t_end = callbacks.clock()
         if counted_start is not None:
-            state.timing_window_samples = hooks.samples_counter() - counted_start
+            state.timing_window_samples = callbacks.samples_counter() - counted_start
     # The last iteration's time includes the final synchronisation: the device finishing its queue.
     state.times_ns[-1] += t_end - last
     state.timing_window_ns = t_end - t_start
 
 
-def run_trace_window(hooks: LoopHooks, iterations: int, state: LoopState,
+def run_trace_window(callbacks: LoopCallbacks, iterations: int, state: LoopState,
                      around_step: Callable[[int], ContextManager], after_step: Callable[[], None],
                      progress: ProgressFn = _no_progress, lead_in: int = 0) -> None:
     """Run the trace window under the tracer the caller has opened.
@@ -211,15 +211,15 @@ def run_trace_window(hooks: LoopHooks, iterations: int, state: LoopState,
     its start-up cost (torch.profiler's schedule calls it "warmup").
     """
     state.stage = "trace"
-    hooks.synchronize()
+    callbacks.synchronize()
     for _ in range(lead_in):
-        state.times_ns.append(_timed_step(hooks, len(state.times_ns), sync=True))
+        state.times_ns.append(_timed_step(callbacks, len(state.times_ns), sync=True))
         after_step()
     first = len(state.times_ns)
-    with hooks.mark("tbd.trace_window"):
+    with callbacks.mark("tbd.trace_window"):
         for i in range(iterations):
             with around_step(i):
-                state.times_ns.append(_timed_step(hooks, first + i, sync=True))
+                state.times_ns.append(_timed_step(callbacks, first + i, sync=True))
             after_step()
             state.trace_window = (first, first + i)
             progress({"stage": "trace", "done": i + 1, "total": iterations})

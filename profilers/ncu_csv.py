@@ -20,7 +20,7 @@ What `ncu --csv --page raw` prints (ncu 2023 and later; the layout of `ncu --imp
 not the name a PyTorch trace holds for the same kernel: ncu's demangler writes "(int)128",
 "unsigned int *", "[lambda(int) (instance 1)]" and "(int, T3)" where Kineto's writes "128",
 "unsigned int*", "{lambda(int)#1}" and the full parameter types, and ncu also simplifies names
-unless `--rename-kernels off` (analysis.ncu_command says how a launch is selected instead).
+unless `--rename-kernels off` (analysis.ncu says how a launch is selected instead).
 
 Refused with a one-line `TraceFormatError` and the export command as hint: anything that is not such
 a CSV (no header, no "Kernel Name" column, a details-page export, an .ncu-rep report, a FIFO or a
@@ -39,8 +39,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
-from tbd.analysis.counter_work import MeasuredWork, is_work_metric, measured_launch, measured_work
-from tbd.analysis.counters_merge import MeasuredLaunch
+from tbd.analysis.counters import MeasuredLaunch, MeasuredWork, is_work_metric, measured_launch, measured_work
 from tbd.core.errors import TraceFormatError
 from tbd.profilers.traces.files import LIMIT_VARIABLE, read_trace_bytes
 from tbd.profilers.traces.names import clean_name, quoted
@@ -66,7 +65,7 @@ class NcuLaunch:
 
     Attributes:
         id: ncu's result ID ("ID"), in profiling order.
-        kernel_name: "Kernel Name" as ncu printed it (bounded by `trace_names.clean_name`).
+        kernel_name: "Kernel Name" as ncu printed it (bounded by `traces.names.clean_name`).
         process_id, context, stream, device: as printed, None where the column is absent.
         block, grid: "Block Size" / "Grid Size" as (x, y, z), None where absent.
         cc: compute capability as printed ("8.0"), None where absent.
@@ -101,7 +100,7 @@ class NcuReport:
 
 
 def read_ncu_csv(path: str | os.PathLike) -> NcuReport:
-    """Read an `ncu --csv --page raw` export (module docstring) through `trace_files.read_trace_bytes`.
+    """Read an `ncu --csv --page raw` export (module docstring) through `traces.files.read_trace_bytes`.
 
     Raises:
         TraceFormatError: not such an export, or unreadable; one line, with the export command as hint.
@@ -144,12 +143,12 @@ def parse_ncu_csv(data: bytes | str, source: str) -> NcuReport:
 
 
 def launch_work(launch: NcuLaunch) -> MeasuredWork:
-    """The FLOPs, tensor-pipe work and DRAM bytes a launch's counters measure (`counter_work.measured_work`)."""
+    """The FLOPs, tensor-pipe work and DRAM bytes a launch's counters measure (`analysis.counters.measured_work`)."""
     return measured_work(launch.metrics)
 
 
 def measured_launches(path: str | os.PathLike) -> list[MeasuredLaunch]:
-    """Each launch of an ncu export as `analysis.counters_merge` merges it: name and measured work.
+    """Each launch of an ncu export as `analysis.counters` merges it: name and measured work.
 
     Raises:
         TraceFormatError: as `read_ncu_csv`.

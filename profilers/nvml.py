@@ -2,7 +2,7 @@
 
 `utilization.gpu` is the percent of the driver's last sample period (1/6 s to 1 s, by product)
 during which at least one kernel ran (NVML API reference, nvmlUtilization_t). It is coarse, so
-DESIGN.md shows it only beside the trace-based GPU busy % as a cross-check.
+The metric contract (docs/architecture.md) shows it only beside the trace-based GPU busy % as a cross-check.
 
 Two ways to read it, tried in this order:
 1. `nvmlDeviceGetSamples(NVML_GPU_UTILIZATION_SAMPLES, last_seen_ts)`: the driver's own sample

@@ -1,7 +1,7 @@
 """The stage sequence every framework hook runs, and the timing window with its light collectors.
 
 Warm-up -> timing window -> trace window -> GEMM ceiling, with the iteration log rewritten after
-each stage. The framework hook supplies what differs: its LoopHooks, its trace window and its
+each stage. The framework hook supplies what differs: its LoopCallbacks, its trace window and its
 ceiling measurement. Per-core CPU counters (and NVML on a GPU) run exactly around
 `tbd.profilers.loop.run_timing_window`; what they gathered is written even when the window is cut
 short (Ctrl-C, a crash), together with the iteration log, so a partial profile keeps it.
@@ -19,17 +19,16 @@ import numpy as np
 from tbd.core import rundir
 from tbd.core.records import RunSpec
 from tbd.profilers.cpu import CpuWindow
-from tbd.profilers.loop import LoopHooks, LoopState, ProgressFn, run_timing_window, run_warmup
+from tbd.profilers.loop import LoopCallbacks, LoopState, ProgressFn, run_timing_window, run_warmup
 from tbd.profilers.machine_load import LoadWindow, clock_mhz, workload_processes
 
 
 def write_iterations(run_dir: Path, state: LoopState) -> None:
     """The per-iteration log as gathered so far (RUN_DIR/iterations.json), with the loop's notes."""
-    rundir.atomic_write_json(run_dir / rundir.ITERATIONS,
-                             {**rundir.iteration_log_to_json(state.iteration_log()), "notes": state.notes})
+    rundir.write_iterations(run_dir, state.iteration_log(), state.notes)
 
 
-def timing_window(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns: int, run_dir: Path,
+def timing_window(callbacks: LoopCallbacks, spec: RunSpec, state: LoopState, deadline_ns: int, run_dir: Path,
                   progress: ProgressFn, nvml: Any = None, iterations: int | None = None,
                   quality: dict | None = None) -> None:
     """Run the timing window `spec.repeat` times between CPU-counter (and NVML) readings.
@@ -44,7 +43,7 @@ def timing_window(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns
     repeats = max(1, spec.repeat)
     records = quality.setdefault("repeats", []) if quality is not None else []
     cpu = CpuWindow()
-    hooks.synchronize()
+    callbacks.synchronize()
     cpu.start()
     if nvml is not None:
         nvml.start()
@@ -57,7 +56,7 @@ def timing_window(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns
             one.start()
             load.start()
             try:
-                run_timing_window(hooks, iterations, state, deadline_ns,
+                run_timing_window(callbacks, iterations, state, deadline_ns,
                                   progress=lambda e, r=r: progress({**e, "done": r * iterations + e["done"],
                                                                     "total": repeats * iterations,
                                                                     "repeat": r + 1, "repeats": repeats}))
@@ -73,7 +72,7 @@ def timing_window(hooks: LoopHooks, spec: RunSpec, state: LoopState, deadline_ns
                     last = records[-1]["last"]
                     state.timing_window, state.timing_window_ns = (first, last), wall_ns
                     state.timing_window_samples = samples
-            if r + 1 < repeats and _agreed(hooks, hooks.clock() >= deadline_ns):
+            if r + 1 < repeats and _agreed(callbacks, callbacks.clock() >= deadline_ns):
                 state.notes.append(f"time budget reached: timing window run {r + 1} of {repeats} times")
                 break
     finally:
@@ -96,7 +95,7 @@ def workload_record(workload: Any, parameters: int | None) -> dict:
             "parameters": parameters, "description": workload.description}
 
 
-def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState, run_dir: Path,
+def run_stages(callbacks: LoopCallbacks, workload: Any, spec: RunSpec, state: LoopState, run_dir: Path,
                progress: ProgressFn, *, parameters: int | None, nvml: Any,
                trace_window: Callable[[int], None], gemm_ceiling: Callable[[], dict],
                memory_bandwidth: Callable[[], dict | None] = lambda: None,
@@ -111,8 +110,8 @@ def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState,
         parameters: the model's parameter count as its framework counts it (None without a model).
         nvml: an NvmlSampler on a GPU, else None.
         trace_window: runs the framework's trace window of the given number of iterations.
-        gemm_ceiling: measures the framework's matrix-multiply ceiling (profilers/gemm.py's keys).
-        memory_bandwidth: measures the device's copy bandwidth (profilers/bandwidth.py), None when
+        gemm_ceiling: measures the framework's matrix-multiply ceiling (profilers/ceilings.py's keys).
+        memory_bandwidth: measures the device's copy bandwidth (profilers/ceilings.py), None when
             the analysis takes it from elsewhere (a GPU's datasheet).
         out_of_memory: tells the framework's out-of-memory errors. One in the GEMM or bandwidth
             measurement, after the workload's windows are done, leaves that figure unmeasured (a
@@ -120,25 +119,25 @@ def run_stages(hooks: LoopHooks, workload: Any, spec: RunSpec, state: LoopState,
             buffers (2048x2048 matrices, 2 x 128 MiB copies) did not fit beside it, which under
             --memory-limit-gib would otherwise make `tbd sweep --batch max` stop short.
     """
-    deadline_ns = hooks.clock() + int(spec.max_seconds * 1e9)
+    deadline_ns = callbacks.clock() + int(spec.max_seconds * 1e9)
     rundir.atomic_write_json(run_dir / rundir.WORKLOAD, workload_record(workload, parameters))
     progress({"stage": "plan", "warmup_max_iterations": spec.warmup if spec.warmup is not None
               else spec.max_warmup_iterations, "budget_s": spec.max_seconds, "window_s": spec.window_seconds,
               "repeat": spec.repeat})
-    run_warmup(hooks, spec, state, deadline_ns, progress=progress)
+    run_warmup(callbacks, spec, state, deadline_ns, progress=progress)
     write_iterations(run_dir, state)
     quality: dict[str, Any] = {"schema": rundir.QUALITY_SCHEMA, "clock_start": clock_mhz()}
     progress({"stage": "gemm_before", "done": 0, "total": 1})
-    t0 = hooks.clock()
+    t0 = callbacks.clock()
     quality["gemm_before"] = _unless_out_of_memory(gemm_ceiling, out_of_memory, "GEMM ceiling before the windows",
                                                    state.notes)
-    gemm_s = (hooks.clock() - t0) / 1e9
+    gemm_s = (callbacks.clock() - t0) / 1e9
     progress({"stage": "gemm_before", "done": 1, "total": 1})
-    plan = window_plan(spec, state, gemm_s, agree=hooks.agree)
+    plan = window_plan(spec, state, gemm_s, agree=callbacks.agree)
     state.notes.extend(plan.notes)
     progress({"stage": "plan", "expected_s": plan.expected_s, "timing_iterations": plan.timing_iterations,
               "trace_iterations": plan.trace_iterations, "repeat": spec.repeat, "iteration_s": plan.iteration_s})
-    timing_window(hooks, spec, state, deadline_ns, run_dir, progress, nvml=nvml, iterations=plan.timing_iterations,
+    timing_window(callbacks, spec, state, deadline_ns, run_dir, progress, nvml=nvml, iterations=plan.timing_iterations,
                   quality=quality)
     if plan.trace_iterations > 0:
         trace_window(plan.trace_iterations)
@@ -209,9 +208,9 @@ def window_plan(spec: RunSpec, state: LoopState, gemm_s: float,
     return WindowPlan(timing, trace, iteration_s, expected, notes)
 
 
-def _agreed(hooks: LoopHooks, flag: bool) -> bool:
+def _agreed(callbacks: LoopCallbacks, flag: bool) -> bool:
     """`flag` on this rank alone, or (several ranks) on any rank: all ranks then take the same branch."""
-    return flag if hooks.agree is None else bool(hooks.agree([float(flag)])[0])
+    return flag if callbacks.agree is None else bool(callbacks.agree([float(flag)])[0])
 
 
 def _unless_out_of_memory(measure: Callable[[], dict | None], out_of_memory: Callable[[BaseException], bool],

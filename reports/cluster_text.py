@@ -1,19 +1,18 @@
-"""The cluster summary of a multi-rank job as terminal text (`tbd analyze FOLDER`, `tbd report`).
-
-A summary block (world size, backend, global throughput, communication share, overlap, exposed
-communication, the straggler and its lag, the scaling table when measured), then one row per
-rank. Every figure comes finished from analysis/cluster.py; this module only formats it.
+"""A multi-rank job on the terminal: the cluster summary (`tbd analyze FOLDER`, `tbd report` of a
+multi-process run) and the per-rank table of a folder of traces, with that folder's JSON.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tbd.core.profile_cluster import Cluster, ClusterRank
+from tbd.core.profile_cluster import Cluster, ClusterRank, cluster_json
 from tbd.reports.console import console_text, legend_grid, new_console, plain_table
-from tbd.reports.numbers import NA, fmt_bytes, fmt_duration, fmt_pct, fmt_sig
+from tbd.reports.numbers import NA, fmt_bytes, fmt_duration, fmt_pct, fmt_pct_cell, fmt_seconds_cell, fmt_sig
 from tbd.reports.printable import printable
 
 
@@ -138,3 +137,42 @@ def _with_reason(text: str, reason: str | None) -> str:
 
 
 __all__ = ["render_cluster"]
+
+
+RANKS_SCHEMA = "tbd.ranks/1"
+
+
+def ranks_json(ranks, cluster: Cluster | None = None) -> dict[str, Any]:
+    """{"schema": "tbd.ranks/1", "ranks": [{"rank", "trace", "profile"}], "cluster"}: each rank's whole
+    profile, and the cluster summary (as profile.json's "cluster": docs/profile-json.md) when given."""
+    data: dict[str, Any] = {
+        "schema": RANKS_SCHEMA,
+        "ranks": [{"rank": r.rank, "trace": str(r.trace), "profile": r.profile.to_dict()} for r in ranks]}
+    if cluster is not None:
+        data["cluster"] = cluster_json(cluster)
+    return data
+
+
+def render_ranks(ranks, *, width: int = 120, color: bool | None = False) -> str:
+    """One row per rank: its trace, GPU, steps, GPU busy, FLOP utilization, time without FLOPs.
+
+    Args: ranks, `run_analysis.RankProfile`s in rank order; width, in terminal cells; color, ANSI styling.
+    """
+    console = new_console(width, color)
+    table = plain_table()
+    for header, right in (("Rank", True), ("Trace", False), ("GPU", False), ("Steps", True), ("Busy time", True),
+                          ("GPU busy %", True), ("FLOP util %", True), ("No FLOP formula %", True)):
+        table.add_column(header, justify="right" if right else "left")
+    for r in ranks:
+        p = r.profile
+        m = p.metrics
+        gpu = (p.environment.get("gpu") or {}).get("name") or NA
+        steps = str(len(p.iterations.times_s)) if p.iterations else NA
+        table.add_row(*(Text(c) for c in (
+            NA if r.rank is None else str(r.rank), printable(r.trace.name), printable(gpu), steps,
+            fmt_seconds_cell(m.flop_util_pct.busy_s), fmt_pct_cell(m.gpu_busy_pct.value), fmt_pct_cell(m.flop_util_pct.value),
+            fmt_pct_cell(m.flop_util_pct.unattributed_busy_pct))))
+    caption = Text("Each rank's trace analysed on its own (`tbd analyze TRACE` gives one in full); n/a: see that "
+                   "trace's report for the reason.", style="dim")
+    title = Text(f"{len(ranks)} traces, side by side", style="bold")
+    return console_text(console, [title, table, caption])

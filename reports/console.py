@@ -1,10 +1,9 @@
-"""Console helpers shared by the terminal reports (the kernel tables themselves: `kernel_drilldown`).
+"""Console helpers shared by the terminal reports (the kernel tables themselves: `reports/kernels/tables.py`).
 
 A deterministic in-memory console (`new_console`, `console_text`), the one table style
 (`plain_table`) and its legends (`legend_grid`), names shortened to the room a table leaves them
 (`fit_names`, `name_room`), the word for device work (`kernel_noun`), the above-peak flag of a
-Util % cell, and the older number
-formats the metrics table and `reports/ranks.py` still use (`fmt_pct`, `fmt_seconds`). Kernel
+Util % cell. Every number format lives in `reports/numbers.py`. Kernel
 names are data, never markup: a CUDA name such as `void f<float>(T [with T = float])` must print
 as is, so every cell is a `rich.text.Text`.
 """
@@ -12,7 +11,6 @@ as is, so every cell is a `rich.text.Text`.
 from __future__ import annotations
 
 import io
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -23,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tbd.core.errors import UsageError
-from tbd.core.profile import KernelRow, Profile
+from tbd.core.profile_result import KernelRow, Profile
 from tbd.reports.printable import printable
 
 ELLIPSIS = "…"
@@ -76,27 +74,6 @@ def console_text(console: Console, renderables: Sequence[RenderableType | None])
         # Padding leaves trailing spaces on table lines; plain output (and goldens) drop them.
         text = "\n".join(line.rstrip() for line in text.split("\n"))
     return text
-
-
-def fmt_pct(value: float | None) -> str:
-    """A percentage as a bare number ("12.3"); tiny non-zero shares keep two significant digits, and
-    a figure of 10,000 or more (only ever a flagged above-peak one) is written as "1.2e+05"."""
-    if value is None or not math.isfinite(value):
-        return NA
-    if 0 < abs(value) < 0.1 or abs(value) >= 1e4:
-        return f"{value:.2g}"
-    return f"{value:.1f}"
-
-
-def fmt_seconds(value: float | None) -> str:
-    """A duration in seconds, in the unit that keeps it readable (µs, ms or s)."""
-    if value is None or not math.isfinite(value):
-        return NA
-    if value < 1e-3:
-        return f"{value * 1e6:.1f} µs"
-    if value < 1:
-        return f"{value * 1e3:.2f} ms"
-    return f"{value:.3f} s"
 
 
 #: Beside a Util % that lies above its precision's peak: the figure cannot be read as it stands.
@@ -154,5 +131,5 @@ def name_room(console: Console, build: Callable[[list[str]], Table], count: int)
 
 def kernel_noun(profile: Profile) -> str:
     """"ops" on a CPU run, "kernels" otherwise: the word the tables use for device work."""
-    # DESIGN.md: on a machine without a GPU, ops play the role of kernels.
+    # docs/architecture.md: on a machine without a GPU, ops play the role of kernels.
     return "ops" if str(profile.spec.get("device", "")).startswith("cpu") else "kernels"

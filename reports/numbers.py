@@ -184,3 +184,35 @@ def fmt_bytes(value) -> str:
 def byte_counts_in_words(text: str) -> str:
     """`text` with each exact byte count ("569569536 B") written as `fmt_bytes` writes it ("543.2 MiB")."""
     return _BYTE_COUNT.sub(lambda m: fmt_bytes(int(m.group(1))), text)
+
+
+def fmt_pct_cell(value: float | None) -> str:
+    """A percentage as a bare number with one decimal ("12.3"), the terminal metrics table's and the
+    per-rank table's format (`fmt_pct` gives significant digits and a unit); tiny non-zero shares keep two significant digits, and
+    a figure of 10,000 or more (only ever a flagged above-peak one) is written as "1.2e+05"."""
+    if value is None or not math.isfinite(value):
+        return NA
+    if 0 < abs(value) < 0.1 or abs(value) >= 1e4:
+        return f"{value:.2g}"
+    return f"{value:.1f}"
+
+
+def fmt_seconds_cell(value: float | None) -> str:
+    """A duration in seconds with fixed decimals per unit ("12.5 µs", "3.25 ms", "1.500 s"), the
+    terminal metrics table's format (`fmt_duration` gives significant digits)."""
+    if value is None or not math.isfinite(value):
+        return NA
+    if value < 1e-3:
+        return f"{value * 1e6:.1f} µs"
+    if value < 1:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value:.3f} s"
+
+
+def fmt_elapsed(seconds: float) -> str:
+    """Wall-clock time a person waits, to the second: "12 s", "3 min 05 s" (how long a stage took or
+    should take; `fmt_duration` is for measured durations, to significant digits)."""
+    if seconds < 60:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {rest:02d} s"

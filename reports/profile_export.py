@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 
-from tbd.core.profile import MEMORY_CATEGORIES, Profile
+from tbd.core.profile_result import MEMORY_CATEGORIES, Profile
 
 CSV_COLUMNS = ("key", "value", "unit", "reason")
 

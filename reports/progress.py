@@ -15,6 +15,8 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from tbd.reports.numbers import fmt_elapsed
+
 STAGE_LABELS = {
     "build": "building the workload",
     "warmup": "warming up (until stable)",
@@ -25,14 +27,6 @@ STAGE_LABELS = {
 }
 
 
-def fmt_duration(seconds: float) -> str:
-    """12 s, 3 min 05 s: how long a stage took or should take."""
-    if seconds < 60:
-        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
-    minutes, rest = divmod(int(round(seconds)), 60)
-    return f"{minutes} min {rest:02d} s"
-
-
 def plan_text(event: dict) -> str | None:
     """The words for a "plan" event: the budget before warm-up, the expected duration after it."""
     if event.get("expected_s") is not None:
@@ -40,11 +34,11 @@ def plan_text(event: dict) -> str | None:
         timing = int(event.get("timing_iterations") or 0)
         windows = f"{repeat} x {timing}" if repeat > 1 else f"{timing}"
         return (f"plan: {windows} timing iterations and {event.get('trace_iterations', 0)} traced, at "
-                f"{event['iteration_s']:.3g} s per iteration: about {fmt_duration(event['expected_s'])} more")
+                f"{event['iteration_s']:.3g} s per iteration: about {fmt_elapsed(event['expected_s'])} more")
     if event.get("budget_s") is not None:
         return (f"plan: warm-up until stable (at most {event.get('warmup_max_iterations')} iterations), then "
                 f"{event.get('repeat') or 1} timing window(s) of about {event.get('window_s') or '-'} s each and a "
-                f"trace window; at most {fmt_duration(float(event['budget_s']))} for warm-up and timing")
+                f"trace window; at most {fmt_elapsed(float(event['budget_s']))} for warm-up and timing")
     return None
 
 
@@ -82,7 +76,7 @@ class StageProgress:
         if self._bars:
             self._progress.console.print(f"tbd: {text}", highlight=False, markup=False)
         else:
-            self._console.print(f"tbd: [{fmt_duration(self._clock() - self._t0):>8}] {text}", highlight=False,
+            self._console.print(f"tbd: [{fmt_elapsed(self._clock() - self._t0):>8}] {text}", highlight=False,
                                 markup=False, soft_wrap=True)
 
     def __call__(self, event: dict) -> None:
@@ -106,7 +100,7 @@ class StageProgress:
 
     def _line_for_end(self, stage: str) -> None:
         event = self._last.get(stage, {})
-        took = fmt_duration(self._clock() - self._stage_t0)
+        took = fmt_elapsed(self._clock() - self._stage_t0)
         label = STAGE_LABELS.get(stage, stage)
         done, total = event.get("done"), event.get("total")
         count = (f": {done} iteration{'' if done == 1 else 's'}" if stage in ("warmup", "timing", "trace")

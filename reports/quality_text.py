@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from tbd.core.profile import Quality, Throughput
+from tbd.core.profile_result import Quality, Throughput
 
 Format = Callable[[float], str]
 

@@ -174,7 +174,7 @@ def csv_rows(sweep: Sweep) -> list[dict[str, str | int | float]]:
     return rows
 
 
-def render_csv(sweep: Sweep) -> str:
+def sweep_csv(sweep: Sweep) -> str:
     """sweep.csv's text: a header row of CSV_COLUMNS, then one row per point (sorted by batch)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")

@@ -3,7 +3,7 @@
 Sections, top to bottom: header (run, device, status; a PARTIAL run gets a loud banner), the
 iterations line (warm-up, stability, windows), the metrics table, memory, the kernels by time and
 the two rankings (compute-bound: the paper's Table V; memory-bound), notes. Every figure comes from the Profile as analysis computed it; this
-module only chooses units and layout (STYLE.md, "Renderers format, never compute"). A null
+module only chooses units and layout (docs/architecture.md: reports/ computes nothing). A null
 figure prints as "n/a — <reason>".
 """
 
@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tbd.core.errors import UsageError
-from tbd.core.profile import (
+from tbd.core.profile_result import (
     MEMORY_CATEGORIES,
     PARTIAL,
     FlopUtil,
@@ -35,8 +35,6 @@ from tbd.reports.cluster_text import render_cluster
 from tbd.reports.console import (
     NA,
     console_text,
-    fmt_pct,
-    fmt_seconds,
     fmt_window,
     kernel_noun,
     legend_grid,
@@ -44,8 +42,8 @@ from tbd.reports.console import (
     plain_table,
     shorten_middle,
 )
-from tbd.reports.kernels.drilldown import rankings, time_table
-from tbd.reports.numbers import byte_counts_in_words, fmt_bytes
+from tbd.reports.kernels.tables import rankings, time_table
+from tbd.reports.numbers import byte_counts_in_words, fmt_bytes, fmt_pct_cell, fmt_seconds_cell
 from tbd.reports.printable import printable
 from tbd.reports.quality_text import machine_parts, throughput_detail
 
@@ -90,7 +88,7 @@ def _header(profile: Profile) -> list[RenderableType]:
         line.append(profile.status)
         return [line, device]
     line.append("PARTIAL", style=LOUD)
-    # DESIGN.md: a partial profile "says why in notes". tbd/cli/run_analysis.py puts it first as "partial: <why>";
+    # docs/architecture.md: a partial profile "says why in notes". tbd/cli/run_analysis.py puts it first as "partial: <why>";
     # other writers may not prefix it, so the first note stands in for the reason then.
     why = [n[len("partial:"):].strip() for n in profile.notes if n.lower().startswith("partial:")]
     reason = printable((why or profile.notes or ["no reason recorded"])[0])
@@ -133,14 +131,14 @@ def _trace_iterations(it: Iterations) -> list[RenderableType]:
     which = f"#{steps[0]}–#{steps[-1]}" if len(steps) > 1 else (f"#{steps[0]}" if steps else "")
     times = it.times_s
     mean = sum(times) / len(times) if times else None
-    spread = f" ({fmt_seconds(min(times))}–{fmt_seconds(max(times))})" if len(times) > 1 else ""
-    return [Text(f"iterations: {len(times)} ProfilerSteps from the trace {which}, {fmt_seconds(mean)} each on "
+    spread = f" ({fmt_seconds_cell(min(times))}–{fmt_seconds_cell(max(times))})" if len(times) > 1 else ""
+    return [Text(f"iterations: {len(times)} ProfilerSteps from the trace {which}, {fmt_seconds_cell(mean)} each on "
                  f"average{spread}; warm-up and stability not checked (a trace alone)")]
 
 
 def _peak_detail(flop: FlopUtil) -> str:
     if flop.peak_source == "measured_gemm":
-        used = "GEMM ceiling"  # the measured one: DESIGN.md, peak FLOP/s
+        used = "GEMM ceiling"  # the measured one: docs/architecture.md, peak FLOP/s
         hw = fmt_flops(flop.hardware_peak_flops) if flop.hardware_peak_flops is not None \
             else _na(flop.hardware_peak_reason)
         return f"{used}; hardware model {hw}"
@@ -158,7 +156,7 @@ def _cpu_detail(quality: Quality | None) -> str:
     spread = ""
     low_high = quality.cpu_util_range_pct
     if len(quality.repeats) > 1 and low_high:
-        spread = f" ({fmt_pct(low_high[0])}–{fmt_pct(low_high[1])} % over the {len(quality.repeats)} windows)"
+        spread = f" ({fmt_pct_cell(low_high[0])}–{fmt_pct_cell(low_high[1])} % over the {len(quality.repeats)} windows)"
     return (f"all cores, timing windows{spread}: this workload {quality.workload_cores:.2f} cores, other "
             f"processes {quality.other_load_cores:.2f}")
 
@@ -183,7 +181,7 @@ def _metrics(profile: Profile) -> list[RenderableType]:
     tp = m.throughput
     also = printable(", ".join(f"{_fmt_rate(v)} {unit}" for unit, v in tp.also.items()))
     table.add_row("Throughput", printable(f"{_fmt_rate(tp.value)} {tp.unit}") if tp.value is not None else NA,
-                  _na(tp.reason) if tp.value is None else throughput_detail(tp, also, _fmt_rate, lambda v: f"{fmt_pct(v)} %"))
+                  _na(tp.reason) if tp.value is None else throughput_detail(tp, also, _fmt_rate, lambda v: f"{fmt_pct_cell(v)} %"))
     rows: list[tuple[str, Value, str]] = [
         ("GPU busy", m.gpu_busy_pct, "kernel-interval union / wall time"),
         ("NVML utilization.gpu", m.gpu_busy_nvml_pct, "driver samples, timing window"),
@@ -192,15 +190,15 @@ def _metrics(profile: Profile) -> list[RenderableType]:
         table.add_row(label, *_value_cells(value, detail))
     flop = m.flop_util_pct
     if flop.value is not None:
-        detail = f"{flop.source}: {fmt_flops(flop.flops, 'FLOP')} in {fmt_seconds(flop.busy_s)} busy"
-        table.add_row("FLOP utilization", f"{fmt_pct(flop.value)} %", detail)
+        detail = f"{flop.source}: {fmt_flops(flop.flops, 'FLOP')} in {fmt_seconds_cell(flop.busy_s)} busy"
+        table.add_row("FLOP utilization", f"{fmt_pct_cell(flop.value)} %", detail)
     else:
         table.add_row("FLOP utilization", NA, _na(flop.reason))
     peak = fmt_flops(flop.peak_flops) if flop.peak_flops is not None else NA
     table.add_row("Peak FLOP/s used", peak, _peak_detail(flop) if flop.peak_flops is not None
                   else _na(flop.hardware_peak_reason))
     if flop.unattributed_busy_pct is not None:
-        table.add_row("No FLOP formula", f"{fmt_pct(flop.unattributed_busy_pct)} %",
+        table.add_row("No FLOP formula", f"{fmt_pct_cell(flop.unattributed_busy_pct)} %",
                       f"busy time in {noun} with no FLOP formula" + (", by cause:" if m.no_flop_formula and
                                                                      m.no_flop_formula.causes else ""))
         for cause, value, detail in _flop_gap_rows(m.no_flop_formula):
@@ -224,20 +222,20 @@ def _flop_gap_rows(gaps: NoFlopFormula | None) -> list[tuple[str, str, str]]:
     for gap in gaps.causes:
         detail = printable(gap.detail)
         if gap.cause == "communication" and gaps.communication_overlap_pct is not None:
-            detail += f"; {fmt_pct(gaps.communication_overlap_pct)} % of their time overlaps other kernels"
+            detail += f"; {fmt_pct_cell(gaps.communication_overlap_pct)} % of their time overlaps other kernels"
         elif gap.cause in ("no_formula", "shapes_not_recorded", "shapes_unreadable") and gap.ops:
             # Op names shortened: this cell wraps, and a name thousands of characters long would fill screens.
-            detail += ": " + ", ".join(f"{shorten_middle(printable(o['name']), _GAP_NAME_CHARS)} {fmt_pct(o['pct'])} %"
+            detail += ": " + ", ".join(f"{shorten_middle(printable(o['name']), _GAP_NAME_CHARS)} {fmt_pct_cell(o['pct'])} %"
                                        for o in gap.ops)
         label = _GAP_LABELS.get(gap.cause, f"· {shorten_middle(printable(gap.cause), _GAP_NAME_CHARS)}")
-        rows.append((label, f"{fmt_pct(gap.pct)} %", detail))
+        rows.append((label, f"{fmt_pct_cell(gap.pct)} %", detail))
     return rows
 
 
 def _value_cells(value: Value, detail: str) -> tuple[str, str]:
     if value.value is None:
         return NA, _na(value.reason)
-    return f"{fmt_pct(value.value)} %", detail
+    return f"{fmt_pct_cell(value.value)} %", detail
 
 
 def _memory(mem: Memory) -> list[RenderableType]:

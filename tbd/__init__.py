@@ -19,15 +19,15 @@ def profile_step(*args, **kwargs):
 
 
 def load_profile(path):
-    """Load and validate a profile.json or RUN_DIR; see tbd.cli.run_analysis.load_profile."""
-    from tbd.cli.run_analysis import load_profile as _load_profile
+    """Load and validate a profile.json (any name) or RUN_DIR; see tbd.cli.results.profile_at."""
+    from tbd.cli.results import profile_at
 
-    return _load_profile(path)
+    return profile_at(path)
 
 
 def __getattr__(name):
     if name == "Profile":
-        from tbd.core.profile import Profile
+        from tbd.core.profile_result import Profile
 
         return Profile
     raise AttributeError(name)

@@ -32,7 +32,7 @@ from tbd.cli import registry
 from tbd.cli.orchestrate import profile_run
 from tbd.core import rundir
 from tbd.core.errors import TbdError, UsageError
-from tbd.core.profile import MEMORY_CATEGORIES, Profile
+from tbd.core.profile_result import MEMORY_CATEGORIES, Profile
 from tbd.core.records import RunSpec
 
 DEFAULT_MODELS = "resnet50:16,seq2seq:64"

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 from tbd.cli.orchestrate import profile_run
-from tbd.core.profile import MEMORY_CATEGORIES, Profile
+from tbd.core.profile_result import MEMORY_CATEGORIES, Profile
 from tbd.core.records import RunSpec
 
 THROUGHPUT_BATCHES = {"resnet50": (2, 8, 32), "seq2seq": (16, 32, 64)}

@@ -25,7 +25,7 @@ Conventions (every formula below follows them):
   (batch-norm's rsqrt per channel, softmax's log per row, a loss's final divide) is O(1/elements)
   of the total and is left out, so every count is an integer multiple of an element count.
 * Pure data movement (copies, fills, views, concatenation, gathers, dtype casts) is 0 FLOPs with
-  a formula (a known zero, not an unknown), see ``flops_elementwise.ZERO_OPS``. Random-number generation
+  a formula (a known zero, not an unknown), see ``flops.elementwise.ZERO_OPS``. Random-number generation
   (bernoulli_, normal_, uniform_) has no formula: its arithmetic depends on the generator.
 * Ops whose tensor inputs are all integer or bool do integer arithmetic: 0 floating-point FLOPs.
 * A scalar argument that the trace did not record takes its schema default when it has one

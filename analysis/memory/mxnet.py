@@ -1,4 +1,4 @@
-"""MXNet memory by category (DESIGN.md "memory by category"): pure, over the hook's records and the dump.
+"""MXNet memory by category (docs/architecture.md, "memory by category"): pure, over the hook's records and the dump.
 
 Inputs: raw/memory.json written by profilers.mxnet.hook (schema `RECORDS_SCHEMA`: per traced iteration,
 exact bytes of the arrays tbd can name) and the trace window's `MemoryEvents` from
@@ -38,7 +38,7 @@ import numpy as np
 
 from tbd.analysis.memory.snapshots import check_snapshot_records, dynamic_bytes, max_over_steps
 from tbd.core import rundir
-from tbd.core.profile import MEMORY_CATEGORIES, Memory
+from tbd.core.profile_result import MEMORY_CATEGORIES, Memory
 from tbd.core.records import MemoryEvents, TraceRecords
 
 RECORDS_SCHEMA = rundir.MXNET_MEMORY_SCHEMA  # written by profilers.mxnet.hook

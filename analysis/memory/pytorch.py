@@ -1,4 +1,4 @@
-"""Memory by category (DESIGN.md "memory by category"): pure functions over tracker records and trace events.
+"""Memory by category (docs/architecture.md, "memory by category"): pure functions over tracker records and trace events.
 
 Inputs: the dict `profilers.pytorch.memory.MemoryTracker.records()` wrote (addresses and bytes per
 traced iteration), the trace window's allocator events (`MemoryEvents`) and ops (`OpTable`).
@@ -16,7 +16,7 @@ Each category's own peak over the traced iterations (the paper's measure):
 - dynamic: optimizer state + input batch (exact, the tracker's bytes at the end of each
   iteration, max over iterations) + the peak of live bytes of "other dynamic" allocations: every
   allocation made in the trace window that is no other category (not transient, not a saved
-  storage, grad, parameter, optimizer-state or input storage). That is DESIGN's "allocated during
+  storage, grad, parameter, optimizer-state or input storage). That is the contract's "allocated during
   iterations and not in the others", so activation gradients, losses and unsaved intermediates
   land here. Optimizer state and inputs are held across the whole iteration, so their bytes add
   to the other part's peak. Null without allocator events; a part that could not be measured (no
@@ -59,7 +59,7 @@ import numpy as np
 
 from tbd.core import rundir
 from tbd.core.errors import ResultFormatError
-from tbd.core.profile import MEMORY_CATEGORIES, Memory
+from tbd.core.profile_result import MEMORY_CATEGORIES, Memory
 from tbd.core.records import MemoryEvents, OpTable, StepSpan, TraceRecords
 
 RECORDS_SCHEMA = rundir.PYTORCH_MEMORY_SCHEMA  # written by profilers.pytorch.memory.MemoryTracker

@@ -1,4 +1,4 @@
-"""TensorFlow memory by category (DESIGN.md "memory by category"): pure, over the hook's records.
+"""TensorFlow memory by category (docs/architecture.md, "memory by category"): pure, over the hook's records.
 
 Input: raw/memory.json written by profilers.tensorflow.hook (schema `RECORDS_SCHEMA`: per traced
 iteration, exact bytes of what tbd can name). Categories (each the max over traced iterations):
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from tbd.analysis.memory.snapshots import check_snapshot_records, dynamic_bytes, max_over_steps
 from tbd.core import rundir
-from tbd.core.profile import MEMORY_CATEGORIES, Memory
+from tbd.core.profile_result import MEMORY_CATEGORIES, Memory
 from tbd.core.records import TraceRecords
 
 RECORDS_SCHEMA = rundir.TENSORFLOW_MEMORY_SCHEMA  # written by profilers.tensorflow.hook

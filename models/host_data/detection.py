@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tbd.core.errors import UsageError
-from tbd.models.host_data.batches import check_build_args
+from tbd.models.host_data.synthetic import check_build_args
 
 NUM_CLASSES = 21  # 20 Pascal VOC classes + background (label 0)
 STRIDE = 16  # feature stride of the C4 trunk

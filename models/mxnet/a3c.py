@@ -49,7 +49,7 @@ from mxnet.gluon import nn
 from tbd.core.errors import UsageError
 from tbd.models.atari_env import PaddleBallEnv
 from tbd.models.base import Workload
-from tbd.models.host_data.batches import POOL_SIZE, check_build_args
+from tbd.models.host_data.synthetic import POOL_SIZE, check_build_args
 from tbd.models.specs import A3C_ACTIONS as ACTIONS
 from tbd.models.specs import A3C_ALPHA as ALPHA
 from tbd.models.specs import A3C_ENTROPY_BETA as ENTROPY_BETA

@@ -42,8 +42,8 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn, rnn
 
 from tbd.models.base import Workload, pool_workload
-from tbd.models.host_data.batches import POOL_SIZE, check_build_args
 from tbd.models.host_data.speech import BINS, CLASSES, audio_seconds, output_frames, speech_batch
+from tbd.models.host_data.synthetic import POOL_SIZE, check_build_args
 from tbd.models.specs import DS2_SIZES
 
 CLIP = 20.0  # clipped ReLU ceiling (Amodei et al. 2016, §3.1)

@@ -51,8 +51,8 @@ from mxnet.gluon import nn
 from tbd.core.errors import UsageError
 from tbd.models.base import Workload, pool_workload
 from tbd.models.host_data import detection as det
-from tbd.models.host_data.batches import POOL_SIZE
 from tbd.models.host_data.detection import NUM_CLASSES, DetectorConfig
+from tbd.models.host_data.synthetic import POOL_SIZE
 from tbd.models.mxnet.faster_rcnn_backbone import calibrate, freeze, norm, stage
 from tbd.models.mxnet.resnet50 import conv
 

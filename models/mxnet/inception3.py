@@ -37,7 +37,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
 from tbd.models.base import Workload, pool_workload
-from tbd.models.host_data.batches import POOL_SIZE, check_build_args, image_batch
+from tbd.models.host_data.synthetic import POOL_SIZE, check_build_args, image_batch
 
 # What the model is (sizes, loss weights, optimizer settings) is framework-neutral: one copy, models/specs.py.
 from tbd.models.specs import INCEPTION3_AUX_FC_STD as _AUX_FC_STD  # noqa: F401 - the module's public names

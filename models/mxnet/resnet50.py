@@ -23,7 +23,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
 from tbd.models.base import Workload, pool_workload
-from tbd.models.host_data.batches import POOL_SIZE, check_build_args, image_batch
+from tbd.models.host_data.synthetic import POOL_SIZE, check_build_args, image_batch
 
 # Sizes are framework-neutral: one copy in models/specs.py.
 from tbd.models.specs import RESNET_DEPTHS, RESNET_SIZES

@@ -31,7 +31,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn, rnn
 
 from tbd.models.base import Workload, pool_workload
-from tbd.models.host_data.batches import (  # noqa: F401
+from tbd.models.host_data.synthetic import (  # noqa: F401
     BOS,
     EOS,
     FIRST_TOKEN,

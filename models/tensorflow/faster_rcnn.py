@@ -46,7 +46,7 @@ import tensorflow as tf
 
 from tbd.models.base import Workload, pool_workload
 from tbd.models.host_data import detection as nd
-from tbd.models.host_data.batches import POOL_SIZE
+from tbd.models.host_data.synthetic import POOL_SIZE
 from tbd.models.tensorflow.detection_ops import (
     balanced_sample,
     box_iou,

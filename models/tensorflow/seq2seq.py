@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from tbd.models.base import Workload, pool_workload
-from tbd.models.host_data.batches import (  # noqa: F401
+from tbd.models.host_data.synthetic import (  # noqa: F401
     BOS,
     EOS,
     FIRST_TOKEN,

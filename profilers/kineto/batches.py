@@ -54,7 +54,7 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):
     device_id: int | str | None = msgspec.field(name="Device Id", default=None)
     # A kernel's launch configuration as CUPTI reports it (PyTorch 1.8 on; ROCm traces lack it).
     # Any type: writers differ (Triton's launch events write "grid" as text), and an odd value only
-    # leaves the field unknown (`kineto_values`).
+    # leaves the field unknown (`kineto.values`).
     grid: Any = None
     block: Any = None
     registers: Any = msgspec.field(name="registers per thread", default=None)
@@ -256,7 +256,7 @@ class ColumnBuilder:
 
     def _sequences(self, args: list[EventArgs], names: np.ndarray) -> np.ndarray:
         """Autograd sequence numbers (-1 none), read only for the ops whose name uses them
-        (`kineto_completion.uses_sequence`): a per-op read of every op would cost a tenth of the decoding."""
+        (`kineto.completion.uses_sequence`): a per-op read of every op would cost a tenth of the decoding."""
         for name in list(self.name_codes)[len(self.uses_sequence):]:
             self.uses_sequence.append(isinstance(name, str) and uses_sequence(name))
         out = np.full(len(args), -1, dtype=np.int64)
@@ -433,7 +433,7 @@ def _lenient_times(events: list[Event]) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 def _in_range(ns: np.ndarray, ok: np.ndarray, field: str) -> tuple[np.ndarray, np.ndarray]:
     """`ok` also False where a start lies outside [TIME_MIN_NS, TIME_MAX_NS) or a duration's size
-    reaches DUR_MAX_NS (`trace_events`: then no end or window length can leave int64)."""
+    reaches DUR_MAX_NS (`traces.events`: then no end or window length can leave int64)."""
     if field == "ts":
         return ns, ok & (ns >= TIME_MIN_NS) & (ns < TIME_MAX_NS)
     return ns, ok & (np.abs(ns) < DUR_MAX_NS)

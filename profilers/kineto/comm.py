@@ -20,7 +20,7 @@ defines (the one GPU busy % uses), all times integer ns on the trace's own origi
   (measured 3.5 ms of a 4.5 ms step in tests/fixtures/multirank/gloo_cpu_ddp): waiting, not compute.
 
 Each kind is vectorised over columns the reader already decoded: names are classified once per
-distinct name (the trace's name table). Only the CPU case rebuilds the op tree (`kineto_tree.op_tree`) for the roots' threads.
+distinct name (the trace's name table). Only the CPU case rebuilds the op tree (`kineto.tree.op_tree`) for the roots' threads.
 """
 
 from __future__ import annotations
@@ -58,10 +58,10 @@ class CommIntervals:
 
 
 def comm_intervals(trace: KinetoTrace, records: TraceRecords) -> CommIntervals:
-    """The communication and compute intervals of a trace whose records `kineto.trace_records` built.
+    """The communication and compute intervals of a trace whose records `kineto.reader.trace_records` built.
 
     Args:
-        trace: the decoded trace (`kineto.read_trace_file`).
+        trace: the decoded trace (`kineto.reader.read_trace_file`).
         records: `kineto.trace_records(trace, ...)`: its window, kernels and CPU busy intervals.
     Returns:
         CommIntervals (module docstring for what each holds).

@@ -39,7 +39,7 @@ window's), because pairing an allocation with its free needs the allocations mad
 Broken or hostile input. A negative "dur" (a CUPTI clock fault, or a corrupt trace) is CLAMPED to
 0 ns, not rejected: one bad event must not hide the rest of a trace, and a zero-length event adds
 no busy time, FLOP share or self time; a note gives how many there were. Times outside
-[-2^60, 2^62) ns and durations of 2^61 ns or more are malformed (`trace_events.TIME_MAX_NS`), so
+[-2^60, 2^62) ns and durations of 2^61 ns or more are malformed (`traces.events.TIME_MAX_NS`), so
 no end or window length wraps around int64. Names are capped at 4,096 characters and lone
 surrogates replaced, once per distinct name (`profilers.traces.names`). Shape arguments longer than
 1 MiB or nested deeper than 8 levels, and a FLOP count from the formula that is negative or not

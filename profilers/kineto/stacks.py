@@ -2,7 +2,7 @@
 
 torch.profiler(with_stack=True) writes each Python frame as a "python_function" span on the
 thread that ran it (PyTorch 1.11 on), nested by time like the cpu_ops: the frames open at an op's
-start are its Python stack. They form a tree exactly as the ops do (`kineto_tree.op_tree`), so the
+start are its Python stack. They form a tree exactly as the ops do (`kineto.tree.op_tree`), so the
 innermost open frame of many ops at once is one `enclosing_ops` query; each distinct innermost
 frame is then walked up once. Without frames every stack is "".
 """

@@ -33,6 +33,7 @@ import numpy as np
 
 from tbd.core import rundir
 from tbd.core.records import RunSpec
+from tbd.profilers.ceilings import best_seconds_per_call
 from tbd.profilers.framework_hook import (
     Device,
     FrameworkHook,
@@ -41,7 +42,6 @@ from tbd.profilers.framework_hook import (
     gpu_index,
     missing_parts_reasons,
 )
-from tbd.profilers.gemm import best_seconds_per_call
 from tbd.profilers.loop import run_trace_window
 from tbd.profilers.mxnet.memory import GraphCalls
 from tbd.profilers.mxnet.shapes import ShapeLog, flat_arrays
@@ -127,7 +127,7 @@ class MXNetHook(FrameworkHook):
                                profile_api=False, aggregate_stats=False, continuous_dump=False, filename=str(dump))
         mx.profiler.set_state("run")
         try:
-            run_trace_window(window.hooks, window.spec.trace_iterations, window.state, around_step=around_step,
+            run_trace_window(window.callbacks, window.spec.trace_iterations, window.state, around_step=around_step,
                              after_step=lambda: None, progress=window.progress, lead_in=lead_in)
         finally:
             mx.nd.waitall()
@@ -256,7 +256,7 @@ def _static_alloc_blocks(model: Any) -> int:
 
 
 def measured_gemm_ceiling(mx: Any, ctx: Any, n: int = 2048, repeats: int = 5) -> dict:
-    """Best achieved FLOP/s of an n x n float32 matrix product on `ctx` (2 n^3 FLOPs, as profilers/gemm.py).
+    """Best achieved FLOP/s of an n x n float32 matrix product on `ctx` (2 n^3 FLOPs, as profilers/ceilings.py).
 
     MXNet has two GEMM paths: `mx.nd.dot` (its BLAS, OpenBLAS in the pip wheel) and the
     FullyConnected operator (oneDNN on the CPU). They differ several-fold here (dot reached ~44
@@ -264,7 +264,7 @@ def measured_gemm_ceiling(mx: Any, ctx: Any, n: int = 2048, repeats: int = 5) ->
     workload's own operators reach, so both are timed and the faster one is the ceiling; "path"
     says which.
 
-    Returns the keys profilers/gemm.py writes: flops_per_s, n, seconds, repeats, matmuls_per_repeat,
+    Returns the keys profilers/ceilings.py writes: flops_per_s, n, seconds, repeats, matmuls_per_repeat,
     dtype, device, plus path.
     """
     if n <= 0 or repeats <= 0:

@@ -66,7 +66,7 @@ _HINT = "record with mx.profiler.set_config(profile_all=True, aggregate_stats=Fa
 
 
 def read_trace_file(path) -> dict:
-    """Load the trace file (.json or .json.gz) as a dict with exact decimal times (`trace_events.read_json_trace`)."""
+    """Load the trace file (.json or .json.gz) as a dict with exact decimal times (`traces.events.read_json_trace`)."""
     return read_json_trace(path, "an MXNet profiler dump", _HINT)
 
 

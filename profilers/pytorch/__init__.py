@@ -1,1 +1,1 @@
-"""The PyTorch hook and its memory tracker. Only these modules import torch."""
+"""The PyTorch hook and its memory tracker, both run in the runner child (or in-process by the API)."""

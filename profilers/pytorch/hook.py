@@ -1,6 +1,6 @@
 """The PyTorch hook: drives a Workload through tbd's stages and records raw data in the run dir.
 
-Stages (DESIGN.md, "How data flows"): warm-up until stable (iteration times only), a timing window
+Stages (docs/architecture.md, "Data flow"): warm-up until stable (iteration times only), a timing window
 (throughput, per-core CPU counters, NVML), then a separate trace window under torch.profiler
 (ops/kernels with shapes, allocator events, saved-for-backward tensors). Throughput never comes
 from traced iterations: the tracer slows them down.
@@ -25,9 +25,9 @@ from tbd.core import rundir
 from tbd.core.errors import UsageError
 from tbd.core.records import RunSpec
 from tbd.profilers import host
+from tbd.profilers.ceilings import measured_gemm_ceiling
 from tbd.profilers.distributed import RankGroup, place_from_env, with_fault
 from tbd.profilers.framework_hook import Device, FrameworkHook, TraceWindow, gpu_index
-from tbd.profilers.gemm import measured_gemm_ceiling
 from tbd.profilers.loop import run_trace_window
 from tbd.profilers.nvml import NvmlSampler
 from tbd.profilers.pytorch.memory import MemoryTracker, torch_memory_cross_check
@@ -142,7 +142,7 @@ class PyTorchHook(FrameworkHook):
         with profile(activities=activities, record_shapes=True, profile_memory=True, with_stack=True,
                      schedule=schedule(wait=0, warmup=lead_in, active=window.spec.trace_iterations, repeat=1),
                      on_trace_ready=lambda prof: prof.export_chrome_trace(str(exported))) as prof:
-            run_trace_window(window.hooks, window.spec.trace_iterations, window.state,
+            run_trace_window(window.callbacks, window.spec.trace_iterations, window.state,
                              # torch.profiler numbers steps from 0; the lead-in steps come first.
                              around_step=lambda i: tracker.iteration(lead_in + i),
                              after_step=prof.step, progress=window.progress, lead_in=lead_in)

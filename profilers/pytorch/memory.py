@@ -2,7 +2,7 @@
 
 `MemoryTracker` watches the trace window only and writes a JSON-ready dict (`records()`, saved by
 the hook as memory.json). `analysis.memory.pytorch.memory_breakdown` turns it, with the trace's allocator
-events, into `tbd.core.profile.Memory`. What is recorded, and why:
+events, into `tbd.core.profile_result.Memory`. What is recorded, and why:
 
 - weights: every unique parameter storage (data_ptr, nbytes), from the model or, when no model is
   given, the optimizers' param_groups. Bytes are storage bytes, deduplicated by data_ptr, so a

@@ -33,6 +33,7 @@ import numpy as np
 
 from tbd.core import rundir
 from tbd.core.records import RunSpec
+from tbd.profilers.ceilings import best_seconds_per_call
 from tbd.profilers.framework_hook import (
     Device,
     FrameworkHook,
@@ -41,7 +42,6 @@ from tbd.profilers.framework_hook import (
     gpu_index,
     missing_parts_reasons,
 )
-from tbd.profilers.gemm import best_seconds_per_call
 from tbd.profilers.loop import run_trace_window
 from tbd.profilers.tensorflow.memory import step_feature_maps
 from tbd.profilers.tensorflow.xspace import graph_shapes, xspace_to_chrome
@@ -107,10 +107,10 @@ class TensorFlowHook(FrameworkHook):
 
         tf.profiler.experimental.start(str(window.scratch))
         try:
-            run_trace_window(window.hooks, window.spec.trace_iterations, window.state, around_step=around_step,
+            run_trace_window(window.callbacks, window.spec.trace_iterations, window.state, around_step=around_step,
                              after_step=lambda: None, progress=window.progress, lead_in=lead_in)
         finally:
-            window.hooks.synchronize()
+            window.callbacks.synchronize()
             tf.profiler.experimental.stop()
         found = sorted(glob.glob(str(window.scratch / "plugins" / "profile" / "*" / "*.xplane.pb")))
         shapes, shape_note = graph_shapes(workload.step)
@@ -243,7 +243,7 @@ def memory_snapshot(model: Any, optimizer: Any, inputs: Any) -> dict:
 
 
 def measured_gemm_ceiling(tf: Any, tf_device: str, n: int = 2048, repeats: int = 5) -> dict:
-    """Best achieved FLOP/s of an n x n float32 tf.linalg.matmul on the device (2 n^3 FLOPs, as profilers/gemm.py)."""
+    """Best achieved FLOP/s of an n x n float32 tf.linalg.matmul on the device (2 n^3 FLOPs, as profilers/ceilings.py)."""
     if n <= 0 or repeats <= 0:
         raise ValueError(f"n and repeats must be positive, got n={n}, repeats={repeats}")
     sync = _synchronizer(tf, tf_device)

@@ -48,7 +48,7 @@ _HINT = "record with `tbd profile --framework tensorflow` (profilers/tensorflow/
 
 
 def read_trace_file(path) -> dict:
-    """Load the trace file (.json or .json.gz) as a dict with exact decimal times (`trace_events.read_json_trace`)."""
+    """Load the trace file (.json or .json.gz) as a dict with exact decimal times (`traces.events.read_json_trace`)."""
     return read_json_trace(path, "a trace", _HINT)
 
 

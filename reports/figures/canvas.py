@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tbd.core.profile import MEMORY_CATEGORIES
+from tbd.core.profile_result import MEMORY_CATEGORIES
 from tbd.reports.numbers import NA
 from tbd.reports.printable import printable
 from tbd.reports.sweep_table import STATUS_LABELS

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tbd.core.comparison import ComparedRun, Comparison, MetricComparison
-from tbd.core.profile import MEMORY_CATEGORIES
+from tbd.core.profile_result import MEMORY_CATEGORIES
 from tbd.reports.comparison_text import fmt_metric, fmt_ratio
 from tbd.reports.console import shorten_middle
 from tbd.reports.figures.canvas import (

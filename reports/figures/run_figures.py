@@ -1,7 +1,7 @@
 """The figures of one run (a `Profile`): iteration time, memory by category, kernel utilization.
 
-Each function draws what the Profile holds and nothing else (STYLE.md, "renderers format, never
-compute"): times in ms, bytes in the binary unit the largest figure reads best in, percentages as
+Each function draws what the Profile holds and nothing else (docs/architecture.md:
+reports/ computes nothing): times in ms, bytes in the binary unit the largest figure reads best in, percentages as
 analysis gave them. A null figure is left out of the plot and its reason goes in the caption.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tbd.core.profile import MEMORY_CATEGORIES, PARTIAL, Iterations, Memory, Profile
+from tbd.core.profile_result import MEMORY_CATEGORIES, PARTIAL, Iterations, Memory, Profile
 from tbd.reports.console import above_peak, fmt_window, kernel_noun
 from tbd.reports.figures.canvas import (
     CATEGORY_COLOURS,
@@ -26,7 +26,7 @@ from tbd.reports.figures.canvas import (
     na,
     new_figure,
 )
-from tbd.reports.kernels.names import short_kernel_name
+from tbd.reports.kernels.short_names import short_kernel_name
 from tbd.reports.numbers import fmt_duration, fmt_pct
 from tbd.reports.printable import printable
 from tbd.reports.terminal import fmt_bytes

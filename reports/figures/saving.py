@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tbd.core.comparison import Comparison
-from tbd.core.profile import Profile
+from tbd.core.profile_result import Profile
 from tbd.core.rundir import atomic_write_bytes
 from tbd.core.sweep_result import Sweep
 from tbd.reports.figures.canvas import DPI
@@ -94,7 +94,7 @@ def figure_svg(figure: Figure, salt: str = "tbd") -> str:
 
 
 def figure_png(figure: Figure) -> bytes:
-    """The figure as PNG bytes at the fixed dpi (`figures_common.DPI`), white background.
+    """The figure as PNG bytes at the fixed dpi (`figures.canvas.DPI`), white background.
 
     Args: figure: the Figure.
     Returns: the PNG file's bytes.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from tbd.core.profile import MEMORY_CATEGORIES
+from tbd.core.profile_result import MEMORY_CATEGORIES
 from tbd.core.sweep_result import Sweep, SweepPoint
 from tbd.reports.figures.canvas import (
     CATEGORY_COLOURS,

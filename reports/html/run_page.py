@@ -4,14 +4,14 @@
 The run's page holds what the terminal report holds (reports/terminal.py), top to bottom: the header
 (a PARTIAL banner with the reason, NOT STABLE when so), the metrics, memory by category, the kernel
 groups by time, the two rankings, the op groups, the notes and the run's figures. Every figure comes
-from the record as analysis wrote it; this module only chooses units, order and markup (STYLE.md,
-"renderers format, never compute"). A null figure reads "n/a — <reason>". Each function returns the
+from the record as analysis wrote it; this module only chooses units, order and markup (docs/architecture.md:
+reports/ computes nothing). A null figure reads "n/a — <reason>". Each function returns the
 page's text; writing it (atomically) is the caller's job.
 """
 
 from __future__ import annotations
 
-from tbd.core.profile import MEMORY_CATEGORIES, PARTIAL, FlopUtil, KernelRow, Memory, Profile, Value
+from tbd.core.profile_result import MEMORY_CATEGORIES, PARTIAL, FlopUtil, KernelRow, Memory, Profile, Value
 from tbd.reports.console import ABOVE_PEAK_MARK, above_peak, fmt_window, kernel_noun
 from tbd.reports.figures.run_figures import run_title
 from tbd.reports.figures.saving import run_figures
@@ -33,7 +33,7 @@ from tbd.reports.html.page import (
     table,
 )
 from tbd.reports.html.sweep_page import sweep_html
-from tbd.reports.kernels.names import short_kernel_name
+from tbd.reports.kernels.short_names import short_kernel_name
 from tbd.reports.numbers import NA, fmt_bandwidth, fmt_bytes_si, fmt_count, fmt_duration, fmt_pct, fmt_rate, fmt_sig
 from tbd.reports.printable import printable
 from tbd.reports.quality_text import machine_parts, throughput_detail

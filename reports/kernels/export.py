@@ -11,7 +11,7 @@ import io
 from dataclasses import asdict
 from typing import Any
 
-from tbd.core.profile import KernelRow, Profile
+from tbd.core.profile_result import KernelRow, Profile
 
 #: CSV columns: the KernelRow scalars, then the flattened nested fields.
 _SCALARS = ("name", "calls", "time_s", "mean_s", "time_share_pct", "flops", "flop_source", "flops_per_s", "precision",

@@ -1,5 +1,5 @@
 """Itanium-mangled kernel names (ROCm traces print `_ZN...`) read back into approximate C++, so that
-`reports.kernels.names` shortens them like any demangled name."""
+`reports.kernels.short_names` shortens them like any demangled name."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from tbd.cli.orchestrate import prepare_run_dir
 from tbd.cli.run_analysis import profile_from_run_dir
 from tbd.core import rundir
 from tbd.core.errors import TbdError, UsageError
-from tbd.core.profile import PARTIAL, Profile
+from tbd.core.profile_result import PARTIAL, Profile
 from tbd.core.records import RunSpec
 from tbd.models.base import Workload
 from tbd.profilers.loop import LoopState
@@ -102,8 +102,7 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
 
 def _keep_partial(run_dir: Path, state: LoopState, kind: str, why: str) -> None:
     """The iterations so far and a partial profile.json; a run too short for a profile keeps its raw files."""
-    rundir.atomic_write_json(run_dir / rundir.ITERATIONS,
-                             {**rundir.iteration_log_to_json(state.iteration_log()), "notes": state.notes})
+    rundir.write_iterations(run_dir, state.iteration_log(), state.notes)
     rundir.atomic_write_json(run_dir / rundir.STATUS, {"state": kind, "stage": state.stage, "message": why})
     try:
         profile = profile_from_run_dir(run_dir, status=PARTIAL)

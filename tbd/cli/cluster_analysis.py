@@ -1,9 +1,9 @@
 """Read a multi-process run directory (RUN_DIR/ranks/rank-K) and build the cluster's Profile.
 
 Each rank's folder is a run directory of its own (raw records, trace, iterations), analysed as one
-(`read_rank`: collect.profile_from_run_dir, which calls this module for a cluster's folder, hence
+(`read_rank`: run_analysis.profile_from_run_dir, which calls this module for a cluster's folder, hence
 passed in); its trace gives its communication and compute time (`comm_of`:
-collect.comm_times_from_trace); analysis/cluster.py and analysis/cluster_throughput.py turn
+run_analysis.comm_times_from_trace); analysis/cluster.py turns
 them into the cluster summary. The scaling points `--scaling` ran first are read back from
 RUN_DIR/scaling/pN/profile.json, so `tbd report`/`tbd analyze` of the folder later give the same
 profile as the run did. I/O lives here; nothing here computes a figure.
@@ -16,11 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from tbd.analysis.cluster import CommTimes, RankInput, ScalingInput, cluster_summary
-from tbd.analysis.cluster_throughput import summed_throughput
+from tbd.analysis.cluster import CommTimes, RankInput, ScalingInput, cluster_summary, summed_throughput
 from tbd.core import rundir
 from tbd.core.errors import ResultFormatError, TbdError
-from tbd.core.profile import COMPLETE, PARTIAL, Profile
+from tbd.core.profile_result import COMPLETE, PARTIAL, Profile
 from tbd.core.records import RunSpec
 from tbd.profilers.distributed import RANKS, rank_dir
 

@@ -32,7 +32,7 @@ from tbd.cli.runner import EXIT_OK, child_command
 from tbd.cli.signals import ForwardedSignals
 from tbd.core import rundir
 from tbd.core.errors import InterruptedRun, TbdError, UsageError, WorkloadError
-from tbd.core.profile import PARTIAL
+from tbd.core.profile_result import PARTIAL
 from tbd.core.records import RunSpec
 from tbd.profilers.distributed import RANKS, rank_dir
 

@@ -17,11 +17,12 @@ COMMANDS = {
     "profile": (profile, "run a suite workload and report throughput, utilization, memory and kernels"),
     "kernels": (kernels, "kernel drill-down: launch configuration, shapes, roofline, the two low-utilization "
                          "rankings and their Nsight Compute commands"),
-    "analyze": (analyze, "analyse a PyTorch/Kineto trace that another tool recorded"),
+    "analyze": (analyze, "analyse a PyTorch/Kineto trace that another tool recorded, a folder of them, or a tbd "
+                         "run again"),
     "compare": (compare, "runs or traces side by side: every figure with its ratio to the first, op-by-op time "
                          "deltas, the peak ratio against the measured one"),
     "sweep": (sweep, "profile one workload at several batch sizes, or find the largest batch that fits"),
-    "report": (report, "render a saved profile.json again"),
+    "report": (report, "render a saved profile, sweep or comparison again"),
     "env": (env, "show, per framework, whether it is usable, its version, interpreter and GPU"),
     "suite": (suite, "list the suite's models x frameworks and which run on this machine"),
     "gpus": (gpus, "list the GPU table: peaks per precision, bandwidth, memory, with sources"),

@@ -1,6 +1,6 @@
 """`tbd profile --ncu N`: measure the top N ranked kernels under Nsight Compute and merge the counters.
 
-After the run's profile.json is written, one ncu session (analysis.ncu_plan) repeats the run in a
+After the run's profile.json is written, one ncu session (analysis.ncu) repeats the run in a
 second child with the same pinned warm-up and windows, the framework's tracer off (TBD_NO_TRACER=1:
 ncu and the tracer cannot both hold CUPTI), and measures the chosen launches of the first traced
 iteration. Its report is printed as CSV (profilers.ncu_csv) and merged into the profile's rows as
@@ -22,12 +22,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from tbd.analysis.assemble import ncu_target
-from tbd.analysis.counters_merge import MeasuredLaunch, merged_profile
-from tbd.analysis.ncu_command import csv_export_command
-from tbd.analysis.ncu_plan import NcuPlan, ncu_plan
+from tbd.analysis.counters import MeasuredLaunch, merged_profile
+from tbd.analysis.ncu import NcuPlan, csv_export_command, ncu_plan
 from tbd.core import rundir
 from tbd.core.errors import TbdError, WorkloadError
-from tbd.core.profile import Profile
+from tbd.core.profile_result import Profile
 from tbd.profilers import ncu_csv
 
 NCU_DIR = "ncu"

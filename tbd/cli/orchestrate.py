@@ -29,7 +29,7 @@ from tbd.cli.runner import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_OK, EXIT_OOM, 
 from tbd.cli.signals import ForwardedSignals
 from tbd.core import rundir
 from tbd.core.errors import DiskFullError, InterruptedRun, OutOfMemoryError, TbdError, UsageError, WorkloadError
-from tbd.core.profile import PARTIAL, Profile
+from tbd.core.profile_result import PARTIAL, Profile
 from tbd.core.records import RunSpec
 
 ProgressSink = Callable[[dict], None]

@@ -1,4 +1,4 @@
-"""Read raw records (a run directory, or a trace another tool recorded) and build the Profile.
+"""Read raw records (a run directory, a trace another tool recorded, a folder of per-rank traces) and build the Profile.
 
 The parent's side of the data flow, in one direction: read every raw file of the run directory
 (tbd.core.rundir), turn the trace into records with the reader of the framework that wrote it (the FLOP
@@ -8,15 +8,17 @@ here; nothing here computes a metric.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from tbd.analysis import quality
-from tbd.analysis.assemble import WorkloadInfo, assemble_profile, iteration_log_from_steps
-from tbd.analysis.cluster import CommTimes, comm_times
+from tbd.analysis.assemble import NullReasons, ProfileInputs, WorkloadInfo, assemble_profile, iteration_log_from_steps
+from tbd.analysis.cluster import CommTimes, RankInput, cluster_summary, comm_times
 from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.memory import mxnet as memory_mxnet
 from tbd.analysis.memory import pytorch as memory
@@ -24,10 +26,11 @@ from tbd.analysis.memory import tensorflow as memory_tensorflow
 from tbd.analysis.op_bytes.ops import op_bytes
 from tbd.analysis.peaks import USER, PeakFlops, PeakModel, device_bandwidth, device_peak_model
 from tbd.analysis.precision import kernel_precisions
-from tbd.cli import cluster_analysis as collect_cluster
-from tbd.core import rundir
+from tbd.cli import cluster_analysis
+from tbd.core import rundir, targets
 from tbd.core.errors import ResultFormatError, TbdError, UsageError
-from tbd.core.profile import COMPLETE, PARTIAL, Memory, Profile
+from tbd.core.profile_cluster import Cluster
+from tbd.core.profile_result import COMPLETE, PARTIAL, Memory, Profile
 from tbd.core.records import TraceRecords
 from tbd.profilers.kineto import reader as kineto
 from tbd.profilers.kineto.comm import comm_intervals
@@ -129,6 +132,32 @@ def _checked_quality(records: Any, run_dir: Path) -> dict | None:
     return records
 
 
+def _with_given_device(raw: _RawRun, run_dir: Path, peak_flops: float | None,
+                      sm_clock_mhz: float | None) -> _RawRun:
+    """The run's records with the user's device figures in place of the recorded ones.
+
+    `peak_flops` becomes the spec's FP32 peak, exactly as `tbd profile --peak-flops` records it, so
+    the peak model labels it as the user's (analysis.peaks.USER). `sm_clock_mhz` becomes the GPU's
+    max SM clock, marked as given, as `tbd analyze TRACE --sm-clock-mhz` does: the SM model at that
+    clock replaces the GPU table's peaks.
+
+    Raises:
+        UsageError: an option is not a finite positive number, or `sm_clock_mhz` is given for a run
+            whose environment records no GPU (a CPU run has no SM clock to set).
+    """
+    _check_options(peak_flops, sm_clock_mhz, None)
+    spec, environment = raw.spec, raw.environment
+    if peak_flops:
+        spec = {**spec, "peak_flops": peak_flops}
+    if sm_clock_mhz:
+        gpu = environment.get("gpu")
+        if not isinstance(gpu, dict):
+            raise UsageError(f"--sm-clock-mhz does not apply to {run_dir}: the run recorded no GPU (it ran on the CPU)",
+                             hint="pass --peak-flops for the CPU's peak")
+        environment = {**environment, "gpu": {**gpu, "max_sm_clock_hz": sm_clock_mhz * 1e6, "peak_clock_given": True}}
+    return replace(raw, spec=spec, environment=environment)
+
+
 def _framework(name: str) -> _Framework:
     if name not in _FRAMEWORKS:
         raise ResultFormatError(f"run spec names an unknown framework {name!r}",
@@ -137,15 +166,19 @@ def _framework(name: str) -> _Framework:
 
 
 def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = None,
-                         extra_notes: list[str] | None = None) -> Profile:
+                         extra_notes: list[str] | None = None, peak_flops: float | None = None,
+                         sm_clock_mhz: float | None = None) -> Profile:
     """Build the Profile from what the runner wrote; a missing later stage makes it partial.
 
     A multi-process run's folder (records in ranks/rank-K) gives its cluster profile.
+    `peak_flops` and `sm_clock_mhz` (`tbd analyze RUN_DIR --peak-flops/--sm-clock-mhz`) replace
+    what the run recorded, as `_with_given_device` says.
     """
     run_dir = Path(run_dir)
-    if collect_cluster.is_cluster_run(run_dir):
-        return cluster_profile_from_run_dir(run_dir, status=status, extra_notes=extra_notes)
-    raw = _read_run_dir(run_dir)
+    if cluster_analysis.is_cluster_run(run_dir):
+        return cluster_profile_from_run_dir(run_dir, status=status, extra_notes=extra_notes, peak_flops=peak_flops,
+                                            sm_clock_mhz=sm_clock_mhz)
+    raw = _with_given_device(_read_run_dir(run_dir), run_dir, peak_flops, sm_clock_mhz)
     framework = _framework(raw.spec.get("framework", "pytorch"))
     trace_path = rundir.find_trace(run_dir)
     trace = framework.read_trace(trace_path, run_dir) if trace_path is not None else None
@@ -161,21 +194,24 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
     notes.extend(extra_notes or [])
     nvml_reason = ("no CUDA device: the run used the CPU" if device_kind == "cpu"
                    else "NVML unavailable (see environment.gpu.nvml)")
-    return assemble_profile(
+    return assemble_profile(ProfileInputs(
         spec=raw.spec, environment=raw.environment, log=log, workload=workload, cpu=raw.cpu, nvml=raw.nvml,
         trace=trace, memory=framework.memory(raw.memory, trace, raw.memory_cross_check),
         peaks=device_peak_model(raw.environment, device_kind, quality.best_ceiling(raw.gemm, raw.quality),
                                 raw.spec.get("peak_flops")), status=final,
         bandwidth=device_bandwidth(raw.environment, device_kind, raw.bandwidth), notes=notes,
-        reasons={"nvml": nvml_reason}, quality_records=_checked_quality(raw.quality, run_dir), gemm=raw.gemm,
-        provenance={"run_dir": str(run_dir), "trace": trace_path.name if trace else None,
-                    "flop_counting": "analytic formulas over recorded op shapes (analysis/flops/ops.py)"})
+        null_reasons=NullReasons(gpu_busy_nvml=nvml_reason), quality_records=_checked_quality(raw.quality, run_dir),
+        gemm=raw.gemm, provenance={"run_dir": str(run_dir), "trace": trace_path.name if trace else None,
+                                   "flop_counting": "analytic formulas over recorded op shapes (analysis/flops/ops.py)"}))
 
 
 def cluster_profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = None,
-                                 extra_notes: list[str] | None = None, write_ranks: bool = False) -> Profile:
-    """A multi-process run's profile (collect_cluster.py), each rank's folder read as a run directory."""
-    return collect_cluster.cluster_profile(Path(run_dir), read_rank=profile_from_run_dir,
+                                 extra_notes: list[str] | None = None, write_ranks: bool = False,
+                                 peak_flops: float | None = None, sm_clock_mhz: float | None = None) -> Profile:
+    """A multi-process run's profile (cluster_analysis.py), each rank's folder read as a run directory
+    (with `peak_flops` and `sm_clock_mhz`, as `profile_from_run_dir`)."""
+    read_rank = functools.partial(profile_from_run_dir, peak_flops=peak_flops, sm_clock_mhz=sm_clock_mhz)
+    return cluster_analysis.cluster_profile(Path(run_dir), read_rank=read_rank,
                                            comm_of=comm_times_from_trace, load=load_profile, status=status,
                                            extra_notes=extra_notes, write_ranks=write_ranks)
 
@@ -191,7 +227,7 @@ def profile_from_trace(path: str | os.PathLike, *, peak_flops: float | None = No
         UsageError: an option given is not a finite positive number.
         TraceFormatError: the trace cannot be read (profilers.kineto.reader says which).
     """
-    check_options(peak_flops, sm_clock_mhz, samples_per_step)
+    _check_options(peak_flops, sm_clock_mhz, samples_per_step)
     return profile_of_kineto(kineto.read_trace_file(path), Path(path), peak_flops=peak_flops,
                               sm_clock_mhz=sm_clock_mhz, samples_per_step=samples_per_step)
 
@@ -225,16 +261,16 @@ def profile_of_kineto(raw: kineto.KinetoTrace, path: Path, *, peak_flops: float 
     log = iteration_log_from_steps(trace.steps)
     no_samples = ("a trace alone does not say how many samples an iteration holds: pass --samples-per-step"
                   if log else "the trace has no ProfilerStep spans to count iterations by")
-    return assemble_profile(
+    return assemble_profile(ProfileInputs(
         spec={"model": Path(path).name, "framework": "pytorch", "batch": None, "device": trace.device_kind,
               "precision": "as traced", "trace": str(path)},
         environment=environment, log=log, workload=workload, cpu=None, nvml=None, trace=trace,
         memory=memory.memory_breakdown(None, trace, None), peaks=peaks, status=COMPLETE, notes=notes,
         bandwidth=device_bandwidth(environment, trace.device_kind, None),
-        reasons={"cpu": "a trace does not carry per-core CPU counters",
-                 "nvml": "NVML is sampled live by `tbd profile`; a trace does not carry it",
-                 "gpu": "the trace holds no GPU kernels (a CPU-only trace)", "throughput": no_samples},
-        provenance={"trace": str(path), "flop_counting": "analytic formulas over recorded op shapes"})
+        null_reasons=NullReasons(gpu_busy="the trace holds no GPU kernels (a CPU-only trace)",
+                                 gpu_busy_nvml="NVML is sampled live by `tbd profile`; a trace does not carry it",
+                                 cpu_util="a trace does not carry per-core CPU counters", throughput=no_samples),
+        provenance={"trace": str(path), "flop_counting": "analytic formulas over recorded op shapes"}))
 
 
 def comm_times_from_trace(path: str | os.PathLike) -> tuple[CommTimes | None, str | None]:
@@ -245,7 +281,8 @@ def comm_times_from_trace(path: str | os.PathLike) -> tuple[CommTimes | None, st
     path = Path(path)
     try:
         raw = kineto.read_trace_file(path)
-        return comm_of_records(raw, kineto_records(raw, str(path), recorded_by_tbd=run_dir_of_trace(path) is not None))
+        own = targets.sniff(path).kind in (targets.Kind.RUN_DIR, targets.Kind.MULTI_RANK_RUN_DIR)  # a tbd run's trace
+        return comm_of_records(raw, kineto_records(raw, str(path), recorded_by_tbd=own))
     except TbdError as exc:
         return None, f"trace unreadable: {exc.one_line()}"
 
@@ -259,15 +296,6 @@ def comm_of_records(raw: kineto.KinetoTrace, records: TraceRecords) -> tuple[Com
                       backend_kind=c.backend_kind, wait_start_ns=c.wait_start_ns, wait_end_ns=c.wait_end_ns), None
 
 
-def run_dir_of_trace(path: Path) -> Path | None:
-    """The tbd run directory `path` is the trace of (its spec.json beside it), else None."""
-    if path.is_dir():
-        return path if (path / rundir.SPEC).is_file() else None
-    if path.name in rundir.TRACE_NAMES and (path.parent / rundir.SPEC).is_file():
-        return path.parent
-    return None
-
-
 def _device_properties(raw: dict[str, Any]) -> dict[str, Any] | None:
     """The first GPU's properties as Kineto records them (no clock: Kineto does not write it).
 
@@ -278,7 +306,7 @@ def _device_properties(raw: dict[str, Any]) -> dict[str, Any] | None:
         return None
     p = props[0]
     name = p.get("name") if isinstance(p.get("name"), str) else None
-    major, minor = small_int(p.get("computeMajor"), 100), small_int(p.get("computeMinor", 0), 100)
+    major, minor = _small_int(p.get("computeMajor"), 100), _small_int(p.get("computeMinor", 0), 100)
     if major is None and name is None:
         return None
     name = None if name is None else clean_name(name[:200])
@@ -286,17 +314,17 @@ def _device_properties(raw: dict[str, Any]) -> dict[str, Any] | None:
     # ROCm traces say "AMD ..." in the name and a CUDA-style capability (an MI250 reports 9.0) or
     # a warp of 64 lanes; the GPU table never looks those up as NVIDIA parts.
     amd = name is not None and "amd" in name.lower() or p.get("warpSize") == 64
-    return {"name": name, "vendor": "amd" if amd else "nvidia", "index": small_int(p.get("id", 0), 1 << 16) or 0,
-            "compute_capability": cc, "sm_count": small_int(p.get("numSms"), 1 << 20),
-            "memory_bytes": small_int(p.get("totalGlobalMem"), 1 << 60), "max_sm_clock_hz": None}
+    return {"name": name, "vendor": "amd" if amd else "nvidia", "index": _small_int(p.get("id", 0), 1 << 16) or 0,
+            "compute_capability": cc, "sm_count": _small_int(p.get("numSms"), 1 << 20),
+            "memory_bytes": _small_int(p.get("totalGlobalMem"), 1 << 60), "max_sm_clock_hz": None}
 
 
-def small_int(value: Any, limit: int) -> int | None:
+def _small_int(value: Any, limit: int) -> int | None:
     """`value` when it is an int in [0, limit), else None (bools and strings are not counts)."""
     return value if type(value) is int and 0 <= value < limit else None
 
 
-def check_options(peak_flops: float | None, sm_clock_mhz: float | None, samples_per_step: float | None) -> None:
+def _check_options(peak_flops: float | None, sm_clock_mhz: float | None, samples_per_step: float | None) -> None:
     """Each option given is a finite positive number (argparse's float() accepts "nan" and "-inf")."""
     for flag, value in (("--peak-flops", peak_flops), ("--sm-clock-mhz", sm_clock_mhz),
                         ("--samples-per-step", samples_per_step)):
@@ -304,49 +332,91 @@ def check_options(peak_flops: float | None, sm_clock_mhz: float | None, samples_
             raise UsageError(f"{flag} must be a positive number, got {value!r}")
 
 
-#: profile.json holds at most a few hundred kernel rows: a few MB. Anything far larger is not one.
-MAX_PROFILE_BYTES = 256 << 20
-
-
 def load_profile(path: str | os.PathLike) -> Profile:
     """Load profile.json (or RUN_DIR/profile.json), validated.
 
     Raises:
         ResultFormatError: no such file, not a regular file (a directory named profile.json, a
-            FIFO), larger than MAX_PROFILE_BYTES, not JSON, or not a valid profile (the key named).
+            FIFO), larger than its cap (tbd.core.targets.MAX_RESULT_BYTES), not JSON, or not a
+            valid profile (the key named).
     """
     path = Path(path)
     if path.is_dir():
         path = path / rundir.PROFILE
     hint = "give a run directory written by `tbd profile` or its profile.json"
-    return Profile.from_dict(rundir.read_result_json(path, rundir.PROFILE, MAX_PROFILE_BYTES, hint))
+    return Profile.from_dict(targets.read_result(path, targets.Kind.PROFILE_JSON, hint))
 
 
-def is_profile_json(path: Path) -> bool:
-    """Whether `path` is a regular file that starts like a tbd profile.json (whatever its name)."""
-    return rundir.result_kind(path) == "tbd.profile"
+# A folder of per-rank Kineto traces (`tbd analyze FOLDER`), as torch.profiler's
+# tensorboard_trace_handler writes them, one file per rank of one job: each trace analysed on its
+# own, then the cluster. The rank is the trace's `distributedInfo.rank`, else the number after
+# "rank" in the file name. Each trace is read once: its Profile (the trace path above) and its
+# communication time come from the same records.
 
 
-def profile_of_target(target: str | os.PathLike, **options: Any) -> Profile:
-    """The Profile of a run directory, a profile.json (any name: `tbd analyze --json` writes one
-    anywhere), a tbd run's own trace file, or a Kineto trace another tool recorded.
+@dataclass(frozen=True)
+class RankProfile:
+    """One trace of a folder of per-rank traces, analysed on its own."""
 
-    `options` go to `profile_from_trace` for a foreign trace (peak_flops, sm_clock_mhz, samples_per_step).
+    rank: int | None  # distributedInfo's rank, else the number in the file name; None if neither
+    trace: Path
+    profile: Profile
+    comm: CommTimes | None = None  # its communication and compute time (analysis/cluster.py)
+    comm_reason: str | None = None  # why comm is None
+    distributed: dict | None = None  # the trace's distributedInfo, as recorded
 
-    Raises:
-        UsageError: `target` does not exist, or is a folder that is not a run directory.
-        ResultFormatError, TraceFormatError: what it holds cannot be read.
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def trace_files(folder: Path) -> list[Path]:
+    """The trace files of a folder (JSON, plain or gzipped), not tbd's own result files."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                  and p.name not in (rundir.PROFILE, rundir.SPEC, rundir.ITERATIONS))
+
+
+def profiles_from_trace_folder(folder: str | os.PathLike, **options: Any) -> list[RankProfile]:
+    """Every trace of a folder (one per rank, as torch.profiler writes them) analysed on its own.
+
+    Each one as `profile_from_trace` with `options`, with its communication time; ordered by
+    rank. The rank is the trace's `distributedInfo.rank`, else a number after "rank" in the file name.
     """
-    path = Path(target)
-    if not path.exists():
-        raise UsageError(f"{target}: no such file or folder",
-                         hint="give a tbd run directory, a profile.json or a Kineto trace (.json, .json.gz)")
-    if path.is_dir():
-        if not (path / rundir.PROFILE).exists() and not (path / rundir.SPEC).is_file():
-            raise UsageError(f"{target}: a folder that is not a tbd run directory",
-                             hint="give a run directory (it holds profile.json), or one trace of a folder of traces")
-        return load_profile(path)
-    if path.name == rundir.PROFILE or is_profile_json(path):
-        return load_profile(path)
-    run_dir = run_dir_of_trace(path)
-    return load_profile(run_dir) if run_dir is not None else profile_from_trace(path, **options)
+    _check_options(options.get("peak_flops"), options.get("sm_clock_mhz"), options.get("samples_per_step"))
+    folder = Path(folder)
+    files = trace_files(folder)
+    if not files:
+        raise UsageError(f"{folder}: no trace files (*.json, *.json.gz) here",
+                         hint="give a trace, a folder of per-rank traces, or a tbd run directory")
+    out = []
+    for path in files:
+        raw = kineto.read_trace_file(path)
+        records = kineto_records(raw, str(path))
+        profile = profile_of_kineto(raw, path, trace=records, **options)
+        comm, why = comm_of_records(raw, records)
+        dist = raw.metadata.get("distributedInfo")
+        dist = dist if isinstance(dist, dict) else None
+        rank = dist.get("rank") if dist and _small_int(dist.get("rank"), 1 << 24) is not None else None
+        if rank is None:
+            found = _RANK_IN_NAME.search(path.name)
+            rank = int(found.group(1)) if found else None
+        out.append(RankProfile(rank, path, profile, comm, why, dist))
+    return sorted(out, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.trace.name))
+
+
+def cluster_of_ranks(ranks: list[RankProfile]) -> Cluster:
+    """The cluster summary of a folder's ranks (analysis/cluster.py); world size and backend from
+    the first distributedInfo that records them, the node count from the hosts when every rank is here."""
+    inputs = [RankInput(r.rank, _host(r.profile), str(r.trace), r.profile, r.comm, r.comm_reason) for r in ranks]
+    infos = [r.distributed for r in ranks if r.distributed]
+    world = next((w for w in (i.get("world_size") for i in infos) if _small_int(w, 1 << 24)), None)
+    backend = next((b[:40] for b in (i.get("backend") for i in infos) if isinstance(b, str)), None)
+    hosts = {i.host for i in inputs}
+    nnodes = len(hosts) if world == len(ranks) and None not in hosts else None
+    return cluster_summary(inputs, world_size=world, nnodes=nnodes, backend=backend,
+                           scaling_reason="not measured: a folder of traces holds one job size")
+
+
+def _host(profile: Profile) -> str | None:
+    host = profile.environment.get("host")
+    return host[:200] if isinstance(host, str) else None

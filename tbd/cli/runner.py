@@ -1,6 +1,6 @@
 """The runner child: `python -m tbd.cli.runner RUN_DIR` runs one workload and writes raw records.
 
-Why a child process (DESIGN.md): each framework pins its own native stack, memory is accounted
+Why a child process (docs/architecture.md): each framework pins its own native stack, memory is accounted
 from a clean allocator, `nsys`/`ncu`/`torchrun` wrap a process, and an OOM or crash in the
 workload is reported by the parent with everything gathered so far.
 
@@ -208,8 +208,7 @@ def _leave_stdout() -> None:
 
 def _save_partial(run_dir: Path, state: LoopState, kind: str, message: str) -> None:
     if state.times_ns:
-        rundir.atomic_write_json(run_dir / rundir.ITERATIONS,
-                                 {**rundir.iteration_log_to_json(state.iteration_log()), "notes": state.notes})
+        rundir.write_iterations(run_dir, state.iteration_log(), state.notes)
     _status(run_dir, kind, state.stage, message)
 
 

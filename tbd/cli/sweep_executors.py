@@ -38,7 +38,7 @@ from tbd.analysis.sweep_plan import FAILED, OOM
 from tbd.cli.frameworks import planned_device
 from tbd.cli.orchestrate import ProgressSink, profile_run
 from tbd.core.errors import DiskFullError, InterruptedRun, OutOfMemoryError, ResultFormatError, TbdError, UsageError
-from tbd.core.profile import Profile
+from tbd.core.profile_result import Profile
 from tbd.core.records import RunSpec
 
 EXECUTORS = ("local", "ray", "submitit")

@@ -36,14 +36,12 @@ from tbd.core import rundir
 from tbd.core.errors import OutOfMemoryError, ResultFormatError, WorkloadError
 from tbd.core.records import RunSpec
 from tbd.core.sweep_result import Sweep, SweepPoint
-from tbd.reports.figures import saving as _figures
-from tbd.reports.sweep_table import point_line, render_csv
+from tbd.core.targets import SWEEP_JSON, Kind, read_result
+from tbd.reports.renderers import SweepRenderer, save
+from tbd.reports.sweep_table import point_line
 
-SWEEP_JSON = "sweep.json"
 SWEEP_CSV = "sweep.csv"
 FIGURES = "figures"
-#: A sweep.json larger than this is not one tbd wrote (a point is about 1 kB).
-MAX_SWEEP_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -102,7 +100,7 @@ def load_sweep(path: str | os.PathLike) -> Sweep:
     if path.is_dir():
         path = path / SWEEP_JSON
     hint = "give a sweep directory written by `tbd sweep` or its sweep.json"
-    data = rundir.read_result_json(path, SWEEP_JSON, MAX_SWEEP_BYTES, hint)
+    data = read_result(path, Kind.SWEEP_JSON, hint)  # its size cap with the other results' (core.targets)
     try:
         return Sweep.from_dict(data)
     except ResultFormatError as exc:
@@ -255,9 +253,9 @@ def run_sweep(base: RunSpec, plan: SweepPlan, out: Path, *, announce: Callable[[
                         device = named
                     if stop is not None:
                         break
-                    rundir.atomic_write_json(out / SWEEP_JSON, sweep([
+                    save(SweepRenderer(sweep([
                         f"incomplete: written after batch {outcome.batch}; if this note remains, the sweep was killed"
-                    ]).to_dict())
+                    ])), "json", out / SWEEP_JSON)
                 if stop is not None:
                     break
                 if runner.remote and requests.received is not None:
@@ -272,9 +270,10 @@ def run_sweep(base: RunSpec, plan: SweepPlan, out: Path, *, announce: Callable[[
         where = unfinished(due) if runner.remote else (f" at batch {last}" if last is not None else "")
         stop = _Stop("interrupted" + where, 128 + (requests.received or signal.SIGINT))
     result = sweep([stop.note] if stop else [])
-    rundir.atomic_write_json(out / SWEEP_JSON, result.to_dict())
-    rundir.atomic_write_bytes(out / SWEEP_CSV, render_csv(result).encode())
-    figures, why = _write_figures(result, out / FIGURES)
+    rendered = SweepRenderer(result)
+    save(rendered, "json", out / SWEEP_JSON)
+    save(rendered, "csv", out / SWEEP_CSV)
+    figures, why = _write_figures(rendered, out / FIGURES)
     return SweepOutcome(result, stop.exit_code if stop else _exit_code(result), figures, why)
 
 
@@ -284,9 +283,9 @@ def _exit_code(sweep: Sweep) -> int:
     return OutOfMemoryError.exit_code if all(p.status == OOM for p in sweep.points) else WorkloadError.exit_code
 
 
-def _write_figures(sweep: Sweep, folder: Path) -> tuple[list[Path], str | None]:
+def _write_figures(rendered: SweepRenderer, folder: Path) -> tuple[list[Path], str | None]:
     """The sweep's figures in `folder`, or no figures and why (the sweep itself is already written)."""
     try:
-        return list(_figures.save_figures(_figures.sweep_figures(sweep), folder)), None
+        return save(rendered, "figures", folder), None
     except Exception as exc:  # noqa: BLE001 - a figure that cannot be drawn must not cost the sweep a traceback
         return [], f"no figures: {type(exc).__name__}: {exc}"

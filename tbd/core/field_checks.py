@@ -1,10 +1,28 @@
-"""Checks of the values in a profile.json: each field's type and range, or `ResultFormatError` naming the key.
+"""The rules of a result file's values, read from its declaration: `ResultFormatError` names the key.
 
-A profile.json may come from anywhere (an edited file, another tool, a disk error), and Python's
-json reads the non-JSON tokens NaN and Infinity. What the loader accepts, the renderers print as
-is, so every figure is checked here once: numbers are finite and never booleans, percentages lie
-in [0, 100], sizes, counts, times and FLOP figures are not negative. A checker is a callable
-`(value, key) -> value`; `nullable` says whether null (or a missing key) is allowed.
+A profile.json (a sweep.json, a comparison) may come from anywhere (an edited file, another tool, a
+disk error), and Python's json reads the non-JSON tokens NaN and Infinity. What the loader accepts,
+the renderers print as is, so every value is checked on loading: numbers are finite and never
+booleans, percentages lie in [0, 100], sizes, counts, times and FLOP figures are not negative.
+
+The result records are frozen dataclasses and each field's annotation is its rule: `loader(cls)`
+reads them once and gives the function that checks a JSON object and builds the record.
+
+- `str`, `bool`; `str | int` (a label: "cpu" or 0).
+- A number carries its range: `Annotated[float, Range(low, high)]`, `Annotated[int, Range(low)]`, or
+  an alias below (`Pct`, `Amount`, `Delta`, `Count`, `PositiveInt`). A number without a Range is
+  refused when the loader is built, so a new field cannot go unchecked.
+- `X | None`: null allowed; a missing key reads as null.
+- A field with a default and no None (a key added in a later version): a missing or null key reads
+  as the default, unless `Annotated[X, REQUIRED]`. Any other field must be present and not null.
+- `list[X]`, `dict[str, X]`: each item, each value checked. `dict[str, Any]`: any object, its
+  contents unchecked; `Annotated[dict[str, Any], Keys(T)]` also checks the keys the TypedDict T
+  declares, where present (the keys of a free-form object that renderers print).
+- A dataclass: a nested record. A TypedDict: a record kept as a plain dict of its declared keys.
+- `Annotated[str, VERSION_TAG]`: the document's schema, checked by its loader first, never read.
+
+Rules across fields (a util_pct above 100 needs its note, a status among the known ones) stay with
+each document's loader.
 """
 
 from __future__ import annotations
@@ -12,9 +30,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import sys
+import types
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from tbd.core.errors import ResultFormatError
 
@@ -24,128 +45,327 @@ PCT_SLACK = 1e-6
 
 
 @dataclass(frozen=True)
-class Checker:
-    """One field's rule: `check(value, key)` returns the value or raises ResultFormatError."""
+class Range:
+    """A number's rule: finite, not a bool, low <= value <= high (+ PCT_SLACK); high None: no upper bound."""
 
-    check: Callable[[Any, str], Any]
-    nullable: bool
-
-    def __call__(self, value: Any, key: str) -> Any:
-        if value is None:
-            if self.nullable:
-                return None
-            raise ResultFormatError(f"profile key '{key}' is null")
-        return self.check(value, key)
+    low: float = 0.0
+    high: float | None = None
 
 
-def _type_name(value: Any) -> str:
-    return type(value).__name__
+@dataclass(frozen=True)
+class Keys:
+    """On `dict[str, Any]`: the keys checked where present, as the TypedDict `of` declares them."""
+
+    of: type
 
 
-def _number(value: Any, key: str, low: float, high: float | None, integer: bool) -> float | int:
+@dataclass(frozen=True)
+class Marker:
+    """A field's marker in its annotation (`REQUIRED`, `VERSION_TAG`)."""
+
+    name: str
+
+
+#: A field with a default whose key must still be present and not null (there since version 1).
+REQUIRED = Marker("required")
+#: The document's schema: its loader checks it before the fields, and the record is always the current one.
+VERSION_TAG = Marker("version tag")
+
+Pct = Annotated[float, Range(0.0, 100.0)]  # a percentage
+Amount = Annotated[float, Range(0.0)]  # seconds, bytes, FLOPs, a rate, a ratio: >= 0
+Delta = Annotated[float, Range(-math.inf)]  # a difference: any finite number
+Count = Annotated[int, Range(0)]  # an integer >= 0
+PositiveInt = Annotated[int, Range(1)]  # a batch size, a number of processes or nodes
+
+#: check(value, parent key, this key's part: a name or a list index) -> the value as the record holds it.
+Check = Callable[[Any, str, "str | int"], Any]
+
+_FINITE_MAX = sys.float_info.max
+_ABSENT = object()
+# How a field reads a missing key or null.
+_NEEDED, _OPTIONAL, _DEFAULT, _MAY_BE_ABSENT = range(4)
+
+
+def _key(parent: str, part: str | int) -> str:
+    if part.__class__ is int:
+        return f"{parent}[{part}]"
+    return f"{parent}.{part}" if parent else part
+
+
+def _null(parent: str, part: str | int) -> ResultFormatError:
+    return ResultFormatError(f"profile key '{_key(parent, part)}' is null")
+
+
+def _wrong_type(value: Any, parent: str, part: str | int, word: str) -> ResultFormatError:
+    return ResultFormatError(f"profile key '{_key(parent, part)}' has type {type(value).__name__}, expected {word}")
+
+
+def _number(rule: Range, integer: bool, nullable: bool) -> Check:
+    """Each check tries the common case inline (a float or int well inside its range) and leaves
+    everything else (null, NaN, bounds, other types) to `slow`, which decides and words the error."""
+    low, high = rule.low, rule.high
+    lo = max(low, -_FINITE_MAX)
+    hi = _FINITE_MAX if high is None else high + PCT_SLACK
     kinds = (int,) if integer else (int, float)
-    if type(value) is bool or not isinstance(value, kinds):
-        raise ResultFormatError(f"profile key '{key}' has type {_type_name(value)}, expected "
-                                f"{'an integer' if integer else 'a number'}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ResultFormatError(f"profile key '{key}' is {value} (NaN or infinite), expected a finite number")
-    if value < low or (high is not None and value > high + PCT_SLACK):
-        span = f"[{low:g}, {high:g}]" if high is not None else f">= {low:g}"
-        raise ResultFormatError(f"profile key '{key}' is {value:g}, outside {span}")
-    return value
+    word = "an integer" if integer else "a number"
+
+    def slow(value: Any, parent: str, part: str | int) -> Any:
+        if value is None:
+            if nullable:
+                return None
+            raise _null(parent, part)
+        if type(value) is bool or not isinstance(value, kinds):
+            raise _wrong_type(value, parent, part, word)
+        key = _key(parent, part)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ResultFormatError(f"profile key '{key}' is {value} (NaN or infinite), expected a finite number")
+        if value < low or (high is not None and value > high + PCT_SLACK):
+            span = f"[{low:g}, {high:g}]" if high is not None else f">= {low:g}"
+            raise ResultFormatError(f"profile key '{key}' is {value:g}, outside {span}")
+        return value
+
+    if integer:
+        def check(value: Any, parent: str, part: str | int) -> Any:
+            if value.__class__ is int and lo <= value <= hi:
+                return value
+            return slow(value, parent, part)
+    else:
+        def check(value: Any, parent: str, part: str | int) -> Any:
+            kind = value.__class__
+            if (kind is float or kind is int) and lo <= value <= hi:
+                return value
+            return slow(value, parent, part)
+    return check
 
 
-def number(low: float = 0.0, high: float | None = None, null: bool = False) -> Checker:
-    """A finite number in [low, high] (high None: no upper bound)."""
-    return Checker(lambda v, k: _number(v, k, low, high, False), null)
-
-
-def integer(low: int = 0, null: bool = False) -> Checker:
-    """An integer (not a bool) >= low."""
-    return Checker(lambda v, k: _number(v, k, low, None, True), null)
-
-
-def pct(null: bool = False) -> Checker:
-    """A percentage in [0, 100]."""
-    return number(0.0, 100.0, null)
-
-
-def _of_type(kind: type, word: str) -> Callable[[Any, str], Any]:
-    def check(value: Any, key: str) -> Any:
+def _of_type(kind: type, word: str, nullable: bool) -> Check:
+    def check(value: Any, parent: str, part: str | int) -> Any:
+        if value.__class__ is kind:
+            return value
+        if value is None:
+            if nullable:
+                return None
+            raise _null(parent, part)
         if not isinstance(value, kind):
-            raise ResultFormatError(f"profile key '{key}' has type {_type_name(value)}, expected {word}")
+            raise _wrong_type(value, parent, part, word)
         return value
     return check
 
 
-def text(null: bool = False) -> Checker:
-    return Checker(_of_type(str, "a string"), null)
-
-
-def label(null: bool = False) -> Checker:
+def _label(nullable: bool) -> Check:
     """A string or an integer (a device: "cpu", 0)."""
-    def check(value: Any, key: str) -> Any:
+    def check(value: Any, parent: str, part: str | int) -> Any:
+        if value.__class__ is str or value.__class__ is int:
+            return value
+        if value is None:
+            if nullable:
+                return None
+            raise _null(parent, part)
         if type(value) is bool or not isinstance(value, (str, int)):
-            raise ResultFormatError(f"profile key '{key}' has type {_type_name(value)}, expected a string or integer")
+            raise _wrong_type(value, parent, part, "a string or integer")
         return value
-    return Checker(check, null)
+    return check
 
 
-def flag(null: bool = False) -> Checker:
-    return Checker(_of_type(bool, "true or false"), null)
+def _anything(value: Any, parent: str, part: str | int) -> Any:
+    return value
 
 
-def obj(null: bool = False) -> Checker:
-    """Any JSON object, its contents unchecked (free-form: spec, provenance)."""
-    return Checker(_of_type(dict, "an object"), null)
+def _items(each: Check, nullable: bool) -> Check:
+    def check(value: Any, parent: str, part: str | int) -> Any:
+        if value.__class__ is not list:
+            if value is None:
+                if nullable:
+                    return None
+                raise _null(parent, part)
+            if not isinstance(value, list):
+                raise _wrong_type(value, parent, part, "a list")
+        key = _key(parent, part)
+        return [each(v, key, i) for i, v in enumerate(value)]
+    return check
 
 
-def seq(null: bool = False) -> Checker:
-    return Checker(_of_type(list, "a list"), null)
+def _mapping(values: Check, nullable: bool) -> Check:
+    def check(value: Any, parent: str, part: str | int) -> Any:
+        if value.__class__ is not dict:
+            if value is None:
+                if nullable:
+                    return None
+                raise _null(parent, part)
+            if not isinstance(value, dict):
+                raise _wrong_type(value, parent, part, "an object")
+        key = _key(parent, part)
+        return {k: values(v, key, k if k.__class__ is str else str(k)) for k, v in value.items()}
+    return check
 
 
-def mapping(values: Checker, null: bool = False) -> Checker:
-    """An object whose every value passes `values` (keys are strings in JSON)."""
-    def check(value: Any, key: str) -> dict:
-        _of_type(dict, "an object")(value, key)
-        return {k: values(v, f"{key}.{k}") for k, v in value.items()}
-    return Checker(check, null)
+def _free_object(plan: list[tuple[str, Check, int]], nullable: bool) -> Check:
+    """Any object, returned as is; the keys of `plan` checked where present."""
+    def check(value: Any, parent: str, part: str | int) -> Any:
+        if value.__class__ is not dict:
+            if value is None:
+                if nullable:
+                    return None
+                raise _null(parent, part)
+            if not isinstance(value, dict):
+                raise _wrong_type(value, parent, part, "an object")
+        if plan:
+            _read_fields(value, _key(parent, part), plan)
+        return value
+    return check
 
 
-def items(each: Checker, null: bool = False) -> Checker:
-    """A list whose every item passes `each`."""
-    def check(value: Any, key: str) -> list:
-        _of_type(list, "a list")(value, key)
-        return [each(v, f"{key}[{i}]") for i, v in enumerate(value)]
-    return Checker(check, null)
-
-
-def fields(data: Any, where: str, rules: dict[str, Checker]) -> dict[str, Any]:
-    """The checked values of `rules`' keys in `data` (an object); a missing nullable key is left out.
-
-    Args:
-        data: the JSON object. where: its key path with a trailing dot ("metrics.gpu_busy_pct.").
-        rules: field name -> checker.
-    Returns:
-        keyword arguments for the record's constructor.
-    """
-    if not isinstance(data, dict):
-        raise ResultFormatError(f"profile key '{where.rstrip('.')}' is not an object")
+def _read_fields(data: dict, key: str, plan: list[tuple[str, Check, int]]) -> dict[str, Any]:
+    """The checked values of `plan`'s fields in `data`, as keyword arguments (a defaulted field left out)."""
     out = {}
-    for name, rule in rules.items():
-        if name in data:
-            out[name] = rule(data[name], where + name)
-        elif not rule.nullable:
-            raise ResultFormatError(f"profile is missing '{where}{name}'")
+    for name, check, mode in plan:
+        value = data.get(name, _ABSENT)
+        if value is _ABSENT:
+            if mode == _NEEDED:
+                raise ResultFormatError(f"profile is missing '{_key(key, name)}'")
+            if mode == _OPTIONAL:
+                out[name] = None
+            continue
+        if value is None and (mode == _OPTIONAL or mode == _DEFAULT):
+            if mode == _OPTIONAL:
+                out[name] = None
+            continue
+        out[name] = check(value, key, name)
     return out
 
 
-def known_keys(data: Any, where: str, rules: dict[str, Checker]) -> None:
-    """Check the keys of a free-form object that renderers read (the rest stay unchecked)."""
-    if isinstance(data, dict):
-        for name, rule in rules.items():
-            if name in data:
-                rule(data[name], where + name)
+def _record(make: Callable[..., Any] | None, plan: list[tuple[str, Check, int]], nullable: bool,
+            null_is_null: bool) -> Check:
+    """A nested record: `make(**fields)`, or the dict of its fields (`make` None: a TypedDict)."""
+    def check(value: Any, parent: str, part: str | int) -> Any:
+        if value.__class__ is not dict:
+            if value is None and nullable:
+                return None
+            if value is None and null_is_null:
+                raise _null(parent, part)
+            if not isinstance(value, dict):
+                raise ResultFormatError(f"profile key '{_key(parent, part)}' is not an object")
+        out = _read_fields(value, _key(parent, part), plan)
+        return out if make is None else make(**out)
+    return check
+
+
+def _terse(inner: Check, kind: type) -> Check:
+    """The type error as the top of profile.json has always worded it: "profile key 'metrics' has type list"."""
+    def check(value: Any, parent: str, part: str | int) -> Any:
+        if not isinstance(value, kind):
+            raise ResultFormatError(f"profile key '{_key(parent, part)}' has type {type(value).__name__}")
+        return inner(value, parent, part)
+    return check
+
+
+def peel(annotation: Any) -> tuple[Any, tuple[Any, ...], bool]:
+    """(the type, its Annotated metadata, whether null is allowed) of an annotation.
+
+    `str | int` comes back as the tuple (str, int); `Pct | None` as (float, (Range(0, 100),), True).
+    """
+    metadata: tuple[Any, ...] = ()
+    nullable = False
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation, metadata = annotation.__origin__, metadata + annotation.__metadata__
+        elif origin is typing.Union or origin is types.UnionType:
+            args = typing.get_args(annotation)
+            rest = tuple(a for a in args if a is not type(None))
+            nullable = nullable or len(rest) < len(args)
+            if len(rest) != 1:
+                return rest, metadata, nullable
+            annotation = rest[0]
+        else:
+            return annotation, metadata, nullable
+
+
+class _Compiler:
+    """Turns annotations into checks, each record's fields once (`terse`: the records whose required
+    fields word a type error the old way, see `_terse`)."""
+
+    def __init__(self, terse: tuple[type, ...]):
+        self.terse = terse
+        self.plans: dict[type, list[tuple[str, Check, int]]] = {}
+
+    def check(self, annotation: Any, where: str) -> Check:
+        base, metadata, nullable = peel(annotation)
+        rule = next((m for m in metadata if isinstance(m, Range)), None)
+        if base is bool:
+            return _of_type(bool, "true or false", nullable)
+        if base is str:
+            return _of_type(str, "a string", nullable)
+        if base is int or base is float:
+            if rule is None:
+                raise TypeError(f"{where}: a number needs its Range: Annotated[{base.__name__}, Range(low, high)]")
+            return _number(rule, base is int, nullable)
+        if isinstance(base, tuple):
+            if set(base) == {str, int}:
+                return _label(nullable)
+            raise TypeError(f"{where}: no rule for the union {base}")
+        if base is Any:
+            return _anything
+        origin, args = typing.get_origin(base), typing.get_args(base)
+        if origin is list:
+            return _items(self.check(args[0], where + "[]"), nullable)
+        if base is dict or origin is dict:
+            if not args or args[1] is Any:
+                keys = next((m for m in metadata if isinstance(m, Keys)), None)
+                return _free_object(self.plan(keys.of) if keys else [], nullable)
+            return _mapping(self.check(args[1], where + "{}"), nullable)
+        if dataclasses.is_dataclass(base):
+            return _record(base, self.plan(base), nullable, null_is_null=False)
+        if typing.is_typeddict(base):
+            return _record(None, self.plan(base), nullable, null_is_null=True)
+        raise TypeError(f"{where}: no rule for {base!r}")
+
+    def plan(self, cls: type) -> list[tuple[str, Check, int]]:
+        """(field name, check, how a missing key or null reads) for each field of a dataclass or TypedDict."""
+        if cls in self.plans:
+            return self.plans[cls]
+        plan = self.plans[cls] = []
+        hints = typing.get_type_hints(cls, include_extras=True)
+        if typing.is_typeddict(cls):
+            for name, annotation in hints.items():
+                mode = _NEEDED if name in cls.__required_keys__ else _MAY_BE_ABSENT
+                plan.append((name, self.check(annotation, f"{cls.__name__}.{name}"), mode))
+            return plan
+        for f in dataclasses.fields(cls):
+            annotation, where = hints[f.name], f"{cls.__name__}.{f.name}"
+            base, metadata, nullable = peel(annotation)
+            if VERSION_TAG in metadata:
+                continue
+            has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            if nullable and has_default and f.default is not None:
+                raise TypeError(f"{where}: a field that may be null has no default but None")
+            mode = (_OPTIONAL if nullable else _DEFAULT if has_default and REQUIRED not in metadata else _NEEDED)
+            check = self.check(annotation, where)
+            if mode == _NEEDED and cls in self.terse:
+                check = _terse(check, _json_kind(base))
+            plan.append((f.name, check, mode))
+        return plan
+
+
+def _json_kind(base: Any) -> type | tuple[type, ...]:
+    if dataclasses.is_dataclass(base) or typing.is_typeddict(base) or typing.get_origin(base) is dict:
+        return dict
+    origin = typing.get_origin(base)
+    return origin if origin is not None else base
+
+
+def loader(cls: type, terse: tuple[type, ...] = ()) -> Callable[..., Any]:
+    """`load(data, where="")`: the record `cls` from its JSON object, every field checked by its
+    annotation; raises ResultFormatError naming the key (`where` is the prefix: "cluster.").
+
+    Raises:
+        TypeError: on building, a field whose annotation gives no rule (a number without a Range).
+    """
+    check = _Compiler(terse).check(cls, cls.__name__)
+
+    def load(data: Any, where: str = "") -> Any:
+        return check(data, "", where.rstrip("."))
+    return load
 
 
 @contextlib.contextmanager
@@ -167,10 +387,3 @@ def finite_json(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [finite_json(v) for v in obj]
     return obj
-
-
-def make_record(cls: type, values: dict[str, Any]) -> Any:
-    """`cls(**values)`, a nullable field that was absent and has no default given as null."""
-    missing = {f.name: None for f in dataclasses.fields(cls) if f.name not in values
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    return cls(**values, **missing)

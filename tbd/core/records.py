@@ -1,4 +1,4 @@
-"""Raw records that flow from collectors to analysis (DESIGN.md, "Data model").
+"""Raw records that flow from collectors to analysis (docs/architecture.md, "Data model").
 
 Times inside tbd are integer nanoseconds; the unit is in every name. Tables are columnar
 (numpy arrays of one length), never lists of objects, so analysis stays vectorised.

@@ -235,6 +235,15 @@ def iteration_log_to_json(log: IterationLog) -> dict:
     }
 
 
+def write_iterations(run_dir: str | os.PathLike, log: IterationLog, notes: list[str]) -> None:
+    """The per-iteration log as gathered so far (RUN_DIR/iterations.json), with the loop's notes.
+
+    The one writer of iterations.json: the stages after each one, and the runner child and the API
+    when a run stops early.
+    """
+    atomic_write_json(Path(run_dir) / ITERATIONS, {**iteration_log_to_json(log), "notes": notes})
+
+
 def iteration_log_from_json(data: Any, where: str) -> IterationLog:
     try:
         return IterationLog(

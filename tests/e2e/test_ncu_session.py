@@ -22,7 +22,7 @@ from tbd.cli.ncu_measure import measure_with_ncu
 from tbd.cli.run_analysis import profile_from_trace
 from tbd.core import rundir
 from tbd.core.errors import WorkloadError
-from tbd.core.profile import Iterations, Profile
+from tbd.core.profile_result import Iterations, Profile
 from tbd.core.records import IterationLog
 
 FAKE_NCU = """#!{python}

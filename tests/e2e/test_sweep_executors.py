@@ -130,10 +130,13 @@ def test_ctrl_c_cancels_the_points_and_keeps_their_partial_profiles(tmp_path, ex
     proc = subprocess.Popen([sys.executable, "-m", "tbd.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             cwd=ROOT, start_new_session=True)
     deadline = time.time() + 120
-    while not all((out / b / "iterations.json").exists() for b in ("b2", "b4")):
+    # Each run's child logs the stages it enters (iterations.json appears at warm-up's end already,
+    # and the GEMM ceiling measured before the windows then takes 1-2 s on a 2-core machine).
+    while not all((out / b / "workload.log").exists() and "timing started" in (out / b / "workload.log").read_text()
+                  for b in ("b2", "b4")):
         assert time.time() < deadline and proc.poll() is None, "batches 2 and 4 never started"
         time.sleep(0.2)
-    time.sleep(1.5)
+    time.sleep(1.0)
     started = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the driver and what it started in its group
     _, stderr = proc.communicate(timeout=120)

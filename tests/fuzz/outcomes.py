@@ -28,14 +28,14 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbd.analysis.assemble import assemble_profile, iteration_log_from_steps
+from tbd.analysis.assemble import ProfileInputs, assemble_profile, iteration_log_from_steps
 from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.memory import mxnet as memory_mxnet
 from tbd.analysis.peaks import PeakFlops, PeakModel
 from tbd.cli import main as cli
 from tbd.cli.run_analysis import load_profile
 from tbd.core.errors import TbdError
-from tbd.core.profile import Profile
+from tbd.core.profile_result import Profile
 from tbd.profilers.mxnet import trace as mxnet_trace
 from tbd.profilers.tensorflow import trace as tensorflow_trace
 from tbd.reports.terminal import render_profile
@@ -130,11 +130,11 @@ def _through_reader(reader: str, path: Path) -> tuple[str, str]:
             shapes = _shape_log(path) if reader == "mxnet_shapes" else None
             records = mxnet_trace.trace_records(mxnet_trace.read_trace_file(dump), source=str(path), shapes=shapes,
                                                 flops_of=op_flops, precision_of=precision_of)
-        profile = assemble_profile(
+        profile = assemble_profile(ProfileInputs(
             spec={"model": path.name, "framework": reader, "batch": None, "device": records.device_kind},
             environment={}, log=iteration_log_from_steps(records.steps), workload=None, cpu=None, nvml=None,
             trace=records, memory=memory_mxnet.memory_breakdown(None, records), status="complete",
-            peaks=PeakModel({p: PeakFlops(1e11, None, "fuzz") for p in ("fp32", "fp64", "fp16", "bf16", "tf32")}))
+            peaks=PeakModel({p: PeakFlops(1e11, None, "fuzz") for p in ("fp32", "fp64", "fp16", "bf16", "tf32")})))
     except TbdError as exc:
         return _judged_message(f"tbd: error: {exc.one_line()}")
     return _verdict(profile_problem(profile), text_problem(render_profile(profile, width=120)))

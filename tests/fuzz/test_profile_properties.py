@@ -27,7 +27,7 @@ from testpaths import FIXTURES
 from tbd.cli import main as cli
 from tbd.cli.run_analysis import load_profile
 from tbd.core.errors import ResultFormatError
-from tbd.reports.kernels.drilldown import render_kernel_report
+from tbd.reports.kernels.tables import render_kernel_report
 from tbd.reports.terminal import render_profile
 
 _DIR = Path(tempfile.mkdtemp(prefix="tbd-fuzz-profile-"))

@@ -11,7 +11,7 @@ import os
 import pytest
 from testpaths import FIXTURES
 
-from tbd.analysis.counter_work import (
+from tbd.analysis.counters import (
     flops_by_precision,
     measured_work,
     tensor_instructions,

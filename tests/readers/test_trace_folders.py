@@ -9,8 +9,7 @@ import pytest
 from testpaths import FIXTURES
 
 from tbd.cli.main import main
-from tbd.cli.run_analysis import comm_times_from_trace
-from tbd.cli.trace_folder import cluster_of_ranks, profiles_from_trace_folder
+from tbd.cli.run_analysis import cluster_of_ranks, comm_times_from_trace, profiles_from_trace_folder
 from tbd.core.profile_cluster import load_cluster
 
 CUDA = FIXTURES / "kineto_cuda_synthetic.json"

@@ -13,7 +13,7 @@ from tbd.analysis.cluster import CommTimes, RankInput, ScalingInput, cluster_sum
 from tbd.analysis.compare_runs import NO_CLUSTER, Side, compare_profiles
 from tbd.analysis.intervals import difference
 from tbd.core.errors import ResultFormatError
-from tbd.core.profile import FlopUtil, Iterations, Memory, Metrics, Profile, Throughput, Value
+from tbd.core.profile_result import FlopUtil, Iterations, Memory, Metrics, Profile, Throughput, Value
 from tbd.reports.cluster_text import render_cluster
 from tbd.reports.comparison_text import render_comparison
 from tbd.reports.html.run_page import profile_html

@@ -257,7 +257,7 @@ def test_torch_gpu_with_fake_torch(monkeypatch):
 
 def test_gemm_ceiling_on_cpu():
     torch = pytest.importorskip("torch")
-    from tbd.profilers.gemm import measured_gemm_ceiling
+    from tbd.profilers.ceilings import measured_gemm_ceiling
 
     before = torch.get_float32_matmul_precision()
     result = measured_gemm_ceiling(torch, "cpu", n=256, repeats=3)

@@ -7,7 +7,17 @@ import pytest
 from tbd.analysis.compare_runs import MATERIAL_CHANGE_PCT, Side, compare_profiles
 from tbd.core.comparison import Comparison
 from tbd.core.errors import ResultFormatError
-from tbd.core.profile import Bandwidth, FlopUtil, Iterations, Memory, Metrics, OpGroupRow, Profile, Throughput, Value
+from tbd.core.profile_result import (
+    Bandwidth,
+    FlopUtil,
+    Iterations,
+    Memory,
+    Metrics,
+    OpGroupRow,
+    Profile,
+    Throughput,
+    Value,
+)
 from tbd.reports.comparison_text import comparison_csv, gap_sentence, render_comparison
 
 

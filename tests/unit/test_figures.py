@@ -24,7 +24,7 @@ from test_reports import GiB, MiB, cpu_profile, cuda_profile, partial_profile
 from testpaths import ROOT
 
 from tbd.core.comparison import ComparedRun, Comparison, Gap, MetricComparison, OpComparison
-from tbd.core.profile import MEMORY_CATEGORIES, Iterations, Profile
+from tbd.core.profile_result import MEMORY_CATEGORIES, Iterations, Profile
 from tbd.core.sweep_result import Sweep, SweepPoint
 from tbd.reports.figures import saving as figures
 from tbd.reports.figures.canvas import byte_unit

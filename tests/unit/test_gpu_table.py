@@ -10,7 +10,7 @@ import pytest
 from tbd.analysis.gpu_table import GPU_TABLE, PRECISIONS, find_gpu, table_rows
 from tbd.cli.main import main
 from tbd.core.errors import UsageError
-from tbd.reports.gpus import render_gpu_table
+from tbd.reports.info_tables import render_gpu_table
 
 BY_NAME = {s.name: s for s in GPU_TABLE}
 

@@ -20,7 +20,7 @@ from tbd.core.records import KernelTable, MemoryEvents, OpShapes, OpTable, StepS
 from tbd.profilers.traces.events import int_value, step_number, us_to_ns
 from tbd.profilers.traces.names import MAX_NAME_CHARS, clean_name, quoted
 from tbd.profilers.traces.times import us_text_to_ns
-from tbd.reports.console import fmt_pct, fmt_seconds
+from tbd.reports.numbers import fmt_pct_cell, fmt_seconds_cell
 from tbd.reports.printable import printable
 from tbd.reports.terminal import fmt_bytes, fmt_flops
 
@@ -134,9 +134,9 @@ def test_printable_escapes_what_acts_on_a_terminal(raw, shown):
 
 
 def test_formatters_never_print_nan_inf_or_a_forty_digit_percentage():
-    assert fmt_pct(float("nan")) == fmt_pct(float("inf")) == "n/a"
-    assert fmt_pct(3.1e39) == "3.1e+39" and fmt_pct(12345.0) == "1.2e+04" and fmt_pct(99.94) == "99.9"
-    assert fmt_seconds(float("inf")) == fmt_flops(float("nan")) == fmt_bytes(float("inf")) == "n/a"
+    assert fmt_pct_cell(float("nan")) == fmt_pct_cell(float("inf")) == "n/a"
+    assert fmt_pct_cell(3.1e39) == "3.1e+39" and fmt_pct_cell(12345.0) == "1.2e+04" and fmt_pct_cell(99.94) == "99.9"
+    assert fmt_seconds_cell(float("inf")) == fmt_flops(float("nan")) == fmt_bytes(float("inf")) == "n/a"
 
 
 def test_workspace_above_the_allocator_peak_leaves_unattributed_null_with_the_reason():

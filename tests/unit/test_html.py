@@ -13,7 +13,7 @@ import pytest
 from test_figures import OOM_REASON, cpu_sweep, sample_comparison, sample_sweep
 from test_reports import cpu_profile, cuda_profile, partial_profile
 
-from tbd.core.profile import OpGroupRow, Profile
+from tbd.core.profile_result import OpGroupRow, Profile
 from tbd.reports.html.run_page import comparison_html, profile_html, sweep_html
 
 #: A CUDA kernel name as Kineto writes it: template arguments in angle brackets.

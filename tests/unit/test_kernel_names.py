@@ -1,4 +1,4 @@
-"""Kernel names for table cells (reports/kernels/names.py): real names, their short forms, the rules.
+"""Kernel names for table cells (reports/kernels/short_names.py): real names, their short forms, the rules.
 
 Every name below is copied from a real trace: the committed fixtures, the public GPU traces of
 tests/fixtures/gpu (PyTorch 1.8 to 2.x on V100, A100, H100, B200, MI250, MI300) or the issue
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from testpaths import FIXTURES
 
 from tbd.core.errors import UsageError
-from tbd.reports.kernels.names import CUT_AFTER, ELLIPSIS, cut_name, kernel_name_forms, short_kernel_name
+from tbd.reports.kernels.short_names import CUT_AFTER, ELLIPSIS, cut_name, kernel_name_forms, short_kernel_name
 from tbd.reports.printable import printable
 
 CLAMP = ('void at::native::vectorized_elementwise_kernel<4, '

@@ -15,9 +15,9 @@ import pytest
 from test_reports import NCU_METRICS, cpu_profile, cuda_profile
 from testpaths import FIXTURES
 
-from tbd.core.profile import Profile
-from tbd.reports.kernels.drilldown import METRICS_VAR, render_kernel_detail, render_kernel_report
+from tbd.core.profile_result import Profile
 from tbd.reports.kernels.export import kernels_json
+from tbd.reports.kernels.tables import METRICS_VAR, render_kernel_detail, render_kernel_report
 from tbd.reports.terminal import render_profile
 
 V100_TRACE = FIXTURES / "gpu" / "pt19_resnet50_v100.json.gz"  # gitignored: fetched by hand, absent in CI

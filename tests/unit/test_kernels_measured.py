@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from testpaths import FIXTURES
 
-from tbd.analysis.counters_merge import MeasuredLaunch, canonical_name, merge_measured_lists
+from tbd.analysis.counters import MeasuredLaunch, canonical_name, merge_measured_lists
 from tbd.cli import main as cli
 from tbd.cli.run_analysis import profile_from_trace
 from tbd.profilers import cupti_counters

@@ -8,16 +8,16 @@ import pytest
 
 from tbd.core.records import RunSpec
 from tbd.models.base import Workload
-from tbd.profilers.loop import LoopHooks, LoopState
+from tbd.profilers.loop import LoopCallbacks, LoopState
 from tbd.profilers.stages import run_stages
 
 
 def _run(tmp_path, gemm, bandwidth):
     clock = iter(range(0, 10**12, 1_000_000))
-    hooks = LoopHooks(step=lambda: None, synchronize=lambda: None, clock=lambda: next(clock))
+    callbacks = LoopCallbacks(step=lambda: None, synchronize=lambda: None, clock=lambda: next(clock))
     spec = RunSpec(model="tiny", warmup=1, iterations=2, trace_iterations=0)
     state = LoopState()
-    run_stages(hooks, Workload("tiny", lambda: None, 2, "samples/s"), spec, state, tmp_path, lambda event: None, parameters=None, nvml=None,
+    run_stages(callbacks, Workload("tiny", lambda: None, 2, "samples/s"), spec, state, tmp_path, lambda event: None, parameters=None, nvml=None,
                trace_window=lambda n: None, gemm_ceiling=gemm, memory_bandwidth=bandwidth,
                out_of_memory=lambda exc: "can't allocate memory" in str(exc))
     return state

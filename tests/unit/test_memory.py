@@ -11,7 +11,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from tbd.analysis.memory import pytorch as am
 from tbd.core.errors import ResultFormatError, TbdError
-from tbd.core.profile import Memory
+from tbd.core.profile_result import Memory
 from tbd.core.records import KernelTable, MemoryEvents, OpTable, StepSpan, TraceRecords
 from tbd.profilers.pytorch.memory import RECORDS_SCHEMA, MemoryTracker, torch_memory_cross_check
 

@@ -351,7 +351,7 @@ def test_profile_json_memory_sources_load_and_older_files_without_them():
     from testpaths import FIXTURES
 
     from tbd.cli.run_analysis import profile_from_trace
-    from tbd.core.profile import Profile
+    from tbd.core.profile_result import Profile
 
     profile = profile_from_trace(FIXTURES / "kineto_cuda_synthetic.json", sm_clock_mhz=1410)
     labelled = dataclasses.replace(profile.metrics.memory_bytes, sources={"feature_maps": "analytic"})

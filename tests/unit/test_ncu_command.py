@@ -1,6 +1,6 @@
 """The ncu command line: exactly the chosen launches of one kernel, inside tbd's NVTX range, with tbd's metrics.
 
-Each flag is from the Nsight Compute CLI user guide (analysis/ncu_command.py quotes it).
+Each flag is from the Nsight Compute CLI user guide (analysis/ncu.py quotes it).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import shlex
 
 import pytest
 
-from tbd.analysis import counter_work
-from tbd.analysis.ncu_command import (
+from tbd.analysis import counters
+from tbd.analysis.ncu import (
     DEFAULT_METRICS,
     DRAM_METRICS,
     ELLIPSIS,
@@ -117,9 +117,9 @@ def test_nvtx_filter_syntax_for_push_pop_ranges():
 
 
 def test_default_metrics_hold_every_counter_the_work_needs():
-    # the command module imports core only: its copies equal the names the readers and counter_work use
-    assert FLOP_METRICS == counter_work.FLOP_METRICS and ELLIPSIS == trace_names.ELLIPSIS
-    assert DRAM_METRICS == (counter_work.DRAM_READ, counter_work.DRAM_WRITE)
+    # the command module imports core only: its copies equal the names the readers and analysis.counters use
+    assert FLOP_METRICS == counters.FLOP_METRICS and ELLIPSIS == trace_names.ELLIPSIS
+    assert DRAM_METRICS == (counters.DRAM_READ, counters.DRAM_WRITE)
     ops = [f"smsp__sass_thread_inst_executed_op_{p}{o}_pred_on.sum" for p in "fhd" for o in ("add", "mul", "fma")]
     assert set(ops) <= set(DEFAULT_METRICS)
     assert {"dram__bytes_read.sum", "dram__bytes_write.sum"} <= set(DEFAULT_METRICS)

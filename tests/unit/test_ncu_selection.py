@@ -1,6 +1,6 @@
 """The ncu command of each kernel group selects exactly that group's launches: checked against a model of ncu.
 
-The model is ncu's filter as its CLI guide describes it (analysis/ncu_command.py quotes it), written
+The model is ncu's filter as its CLI guide describes it (analysis/ncu.py quotes it), written
 here without tbd's code: each launch, in launch order, has a name in the chosen name base (its
 demangled name as ncu's demangler prints it, or its bare function name); `--kernel-name regex:R`
 keeps the launches whose name R matches (a partial match, Python's re.search); `--launch-skip S`
@@ -33,7 +33,7 @@ from testpaths import FIXTURES
 
 from tbd.analysis import drilldown
 from tbd.analysis.flops.ops import op_flops, precision_of
-from tbd.analysis.ncu_command import kernel_function_name, ncu_command
+from tbd.analysis.ncu import kernel_function_name, ncu_command
 from tbd.cli import main as cli
 from tbd.profilers.kineto.reader import trace_records
 from tbd.profilers.traces.names import MAX_NAME_CHARS, clean_name

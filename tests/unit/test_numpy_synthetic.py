@@ -1,10 +1,10 @@
-"""The framework-neutral synthetic data (models/host_data/batches.py) the MXNet and TensorFlow ports share."""
+"""The framework-neutral synthetic data (models/host_data/synthetic.py) the MXNet and TensorFlow ports share."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tbd.models.host_data import batches as synthetic
+from tbd.models.host_data import synthetic
 
 
 def test_sentence_pair_batch_layout():

@@ -16,8 +16,8 @@ from testpaths import FIXTURES
 
 from tbd.cli.run_analysis import load_profile, profile_from_trace
 from tbd.core.errors import ResultFormatError
-from tbd.core.profile import Profile
-from tbd.reports.kernels.drilldown import render_kernel_report
+from tbd.core.profile_result import Profile
+from tbd.reports.kernels.tables import render_kernel_report
 from tbd.reports.terminal import render_profile
 
 

@@ -13,7 +13,8 @@ from tbd.cli import frameworks
 from tbd.cli.runner import _log_stage
 from tbd.core import rundir
 from tbd.core.records import RunSpec
-from tbd.reports.progress import StageProgress, fmt_duration
+from tbd.reports.numbers import fmt_elapsed
+from tbd.reports.progress import StageProgress
 
 
 def _lines(timed_events, end):
@@ -51,7 +52,7 @@ def test_piped_progress_is_one_line_per_stage_with_elapsed_time():
 
 
 def test_durations_read_as_people_write_them():
-    assert [fmt_duration(s) for s in (0.25, 9.96, 12.4, 61, 3599)] == ["0.2 s", "10.0 s", "12 s", "1 min 01 s",
+    assert [fmt_elapsed(s) for s in (0.25, 9.96, 12.4, 61, 3599)] == ["0.2 s", "10.0 s", "12 s", "1 min 01 s",
                                                                       "59 min 59 s"]
 
 

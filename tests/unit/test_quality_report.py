@@ -4,7 +4,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from tbd.core.profile import Profile, Quality
+from tbd.core.profile_result import Profile, Quality
 from tbd.reports.html.run_page import profile_html
 from tbd.reports.profile_export import profile_csv
 from tbd.reports.terminal import render_profile

@@ -1,4 +1,4 @@
-"""Several ranks take every stage-ending decision together (LoopHooks.agree: each value's maximum).
+"""Several ranks take every stage-ending decision together (LoopCallbacks.agree: each value's maximum).
 
 The other rank is scripted: what it would contribute to each all-reduce. One rank alone deciding
 would leave the others waiting in DDP's all-reduce, so every rank must run the same iterations.
@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from tbd.core.records import RunSpec
 from tbd.profilers.distributed import place_from_env, with_fault
-from tbd.profilers.loop import LoopHooks, LoopState, run_timing_window, run_warmup
+from tbd.profilers.loop import LoopCallbacks, LoopState, run_timing_window, run_warmup
 from tbd.profilers.stages import window_plan
 
 
@@ -40,9 +40,9 @@ def test_warmup_ends_when_the_slowest_rank_is_stable_and_where_it_became_stable(
     # This rank is steady from the start; the other one only says "stable from 25" at its 40th iteration.
     other = OtherRank(lambda i, mine: [0.0, 0.0, 25.0] if i >= 39 else [1.0, 0.0, 0.0])
     c = Clock(1_000_000)
-    hooks = LoopHooks(step=c.step, clock=c.clock, agree=other)
+    callbacks = LoopCallbacks(step=c.step, clock=c.clock, agree=other)
     state = LoopState()
-    run_warmup(hooks, RunSpec(model="m", max_warmup_iterations=200), state, deadline_ns=10**15)
+    run_warmup(callbacks, RunSpec(model="m", max_warmup_iterations=200), state, deadline_ns=10**15)
     assert state.stable is True
     assert state.warmup_run == 40 and len(state.times_ns) == 40  # one all-reduce per warm-up iteration
     assert state.warmup == 25  # the later start of the two
@@ -54,7 +54,7 @@ def test_one_rank_out_of_budget_ends_every_rank_s_warmup():
     other = OtherRank(lambda i, mine: [1.0, 1.0 if i == 6 else 0.0, 0.0])  # never stable; out of budget at 7
     c = Clock(1_000_000)
     state = LoopState()
-    run_warmup(LoopHooks(step=c.step, clock=c.clock, agree=other), RunSpec(model="m"), state, deadline_ns=10**15)
+    run_warmup(LoopCallbacks(step=c.step, clock=c.clock, agree=other), RunSpec(model="m"), state, deadline_ns=10**15)
     assert (state.stable, state.warmup, len(state.times_ns)) == (False, 7, 7)
 
 
@@ -69,12 +69,12 @@ def test_the_windows_are_sized_by_the_slowest_rank():
 
 def test_the_timing_window_is_not_cut_by_one_rank_s_deadline():
     c = Clock(1_000_000)
-    hooks = LoopHooks(step=c.step, clock=c.clock)
+    callbacks = LoopCallbacks(step=c.step, clock=c.clock)
     state = LoopState()
-    run_timing_window(hooks, 10, state, deadline_ns=3_000_000)  # alone: cut at the deadline
+    run_timing_window(callbacks, 10, state, deadline_ns=3_000_000)  # alone: cut at the deadline
     assert state.timing_window == (0, 2)
     state = LoopState()
-    run_timing_window(replace(hooks, agree=lambda v: v), 10, state, deadline_ns=3_000_000)
+    run_timing_window(replace(callbacks, agree=lambda v: v), 10, state, deadline_ns=3_000_000)
     assert state.timing_window == (0, 9)  # with ranks: the agreed size runs to the end
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from tbd.cli.commands.suite import suite_rows
 from tbd.core.errors import UsageError
-from tbd.core.profile import (
+from tbd.core.profile_result import (
     COMPLETE,
     PARTIAL,
     Bandwidth,
@@ -34,8 +34,8 @@ from tbd.core.profile import (
     Value,
 )
 from tbd.reports.console import shorten_middle
-from tbd.reports.kernels.drilldown import render_kernel_detail, render_kernel_report
-from tbd.reports.suite import render_suite
+from tbd.reports.info_tables import render_suite
+from tbd.reports.kernels.tables import render_kernel_detail, render_kernel_report
 from tbd.reports.terminal import fmt_bytes, fmt_flops, render_profile
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden"  # tools/regen_goldens.py loads this file alone
@@ -51,7 +51,7 @@ LONG_RNN_NAME = ("void cudnn::rnn::elemWiseRNNcell<float, float, float, (cudnnRN
                  "cudnnRNNClipMode_t, cudnnNanPropagation_t, float, float, int, int, int, int, int)")
 INDEX_SELECT_NAME = ("void (anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>"
                      "(at::cuda::detail::TensorInfo<float, unsigned int>, long)")
-#: What analysis/ncu_command.py collects (DEFAULT_METRICS), written out: FP32/FP16/FP64 add, mul and fma
+#: What analysis/ncu.py collects (DEFAULT_METRICS), written out: FP32/FP16/FP64 add, mul and fma
 #: thread instructions, tensor-pipe work, DRAM bytes read and written.
 NCU_METRICS = ",".join([*(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for p in "fhd"
                           for op in ("add", "mul", "fma")),

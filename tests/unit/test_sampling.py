@@ -1,7 +1,7 @@
 import numpy as np
 
 from tbd.core.records import RunSpec
-from tbd.profilers.loop import LoopHooks, LoopState, run_timing_window, run_trace_window, run_warmup
+from tbd.profilers.loop import LoopCallbacks, LoopState, run_timing_window, run_trace_window, run_warmup
 
 
 class FakeClock:
@@ -22,7 +22,7 @@ class FakeClock:
 
 
 def hooks_for(clock):
-    return LoopHooks(step=clock.step, synchronize=clock.synchronize, clock=clock.clock)
+    return LoopCallbacks(step=clock.step, synchronize=clock.synchronize, clock=clock.clock)
 
 
 def test_warmup_detected_then_windows():
@@ -90,9 +90,9 @@ def test_timing_window_reads_the_workers_counter():
         c.step()
         counted[0] += 2 + 7
 
-    hooks = LoopHooks(step=step, synchronize=c.synchronize, clock=c.clock, samples_counter=lambda: counted[0])
+    callbacks = LoopCallbacks(step=step, synchronize=c.synchronize, clock=c.clock, samples_counter=lambda: counted[0])
     state = LoopState()
-    run_timing_window(hooks, 3, state, deadline_ns=10**12)
+    run_timing_window(callbacks, 3, state, deadline_ns=10**12)
     assert state.timing_window_samples == 3 * (2 + 7)
     assert state.iteration_log().timing_window_samples == 27
 
@@ -108,9 +108,9 @@ def test_an_interrupted_timing_window_keeps_its_completed_iterations():
         c.step()
 
     state = LoopState()
-    hooks = LoopHooks(step=step, synchronize=c.synchronize, clock=c.clock)
+    callbacks = LoopCallbacks(step=step, synchronize=c.synchronize, clock=c.clock)
     try:
-        run_timing_window(hooks, 10, state, deadline_ns=10**12)
+        run_timing_window(callbacks, 10, state, deadline_ns=10**12)
     except KeyboardInterrupt:
         pass
     assert state.timing_window == (0, 2)

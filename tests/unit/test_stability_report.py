@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from tbd.core.profile import Iterations, Profile
+from tbd.core.profile_result import Iterations, Profile
 from tbd.core.records import IterationLog
 from tbd.core.rundir import iteration_log_from_json, iteration_log_to_json
 from tbd.reports.terminal import _iterations

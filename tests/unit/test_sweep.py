@@ -23,9 +23,9 @@ from tbd.analysis.sweep_plan import (
     sweep_point,
 )
 from tbd.cli.run_analysis import load_profile
-from tbd.core.profile import MEMORY_CATEGORIES, Value
+from tbd.core.profile_result import MEMORY_CATEGORIES, Value
 from tbd.core.sweep_result import POINT_MEMORY_KEYS, Sweep
-from tbd.reports.sweep_table import CSV_COLUMNS, csv_rows, point_line, render_csv, render_sweep
+from tbd.reports.sweep_table import CSV_COLUMNS, csv_rows, point_line, render_sweep, sweep_csv
 
 FIXTURE_RUN = FIXTURES / "runs" / "resnet50-test-cpu-b8-threads1"
 
@@ -210,7 +210,7 @@ def test_sweep_round_trips_through_json():
 
 def test_csv_has_one_unformatted_row_per_point():
     sweep = _sweep([ok_point(4, 1234.5678901234), failed_point(8, "oom", "batch 8, out of memory", "b8")])
-    rows = list(csv.DictReader(io.StringIO(render_csv(sweep))))
+    rows = list(csv.DictReader(io.StringIO(sweep_csv(sweep))))
     assert tuple(rows[0]) == CSV_COLUMNS
     assert CSV_COLUMNS[-len(POINT_MEMORY_KEYS):] == tuple(f"{k}_bytes" for k in (*MEMORY_CATEGORIES, "allocator_peak"))
     ok, oom = rows

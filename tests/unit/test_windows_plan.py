@@ -7,7 +7,7 @@ import pytest
 
 from tbd.core.records import RunSpec
 from tbd.models.base import Workload
-from tbd.profilers.loop import LoopHooks, LoopState, run_timing_window
+from tbd.profilers.loop import LoopCallbacks, LoopState, run_timing_window
 from tbd.profilers.stages import run_stages, window_plan
 
 
@@ -42,10 +42,10 @@ def _counting_clock(step_ns):
 
 
 def test_repeats_each_get_a_record_and_the_log_window_spans_them(tmp_path):
-    hooks = LoopHooks(step=lambda: None, clock=_counting_clock(1_000_000))
+    callbacks = LoopCallbacks(step=lambda: None, clock=_counting_clock(1_000_000))
     spec = RunSpec(model="m", warmup=2, iterations=4, trace_iterations=0, repeat=3)
     state = LoopState()
-    run_stages(hooks, Workload("m", lambda: None, 8, "samples/s"), spec, state, tmp_path, lambda e: None,
+    run_stages(callbacks, Workload("m", lambda: None, 8, "samples/s"), spec, state, tmp_path, lambda e: None,
                parameters=None, nvml=None, trace_window=lambda n: None, gemm_ceiling=lambda: {"flops_per_s": 1e9})
     quality = json.loads((tmp_path / "raw/quality.json").read_text())
     assert [(r["first"], r["last"]) for r in quality["repeats"]] == [(2, 5), (6, 9), (10, 13)]
@@ -59,11 +59,11 @@ def test_repeats_each_get_a_record_and_the_log_window_spans_them(tmp_path):
 
 def test_a_queueing_engine_is_waited_for_after_every_timing_iteration():
     syncs = []
-    hooks = LoopHooks(step=lambda: None, synchronize=lambda: syncs.append(1), clock=_counting_clock(10),
+    callbacks = LoopCallbacks(step=lambda: None, synchronize=lambda: syncs.append(1), clock=_counting_clock(10),
                       sync_each_iteration=True)
-    run_timing_window(hooks, 5, LoopState(), 10**18)
+    run_timing_window(callbacks, 5, LoopState(), 10**18)
     assert len(syncs) == 5 + 2  # each iteration, and both ends of the window
     syncs.clear()
-    hooks.sync_each_iteration = False
-    run_timing_window(hooks, 5, LoopState(), 10**18)
+    callbacks.sync_each_iteration = False
+    run_timing_window(callbacks, 5, LoopState(), 10**18)
     assert len(syncs) == 2

@@ -7,7 +7,7 @@ import argparse
 from tbd.cli import frameworks, registry
 from tbd.cli.commands.output import terminal_width, write
 from tbd.core.errors import FrameworkMissingError
-from tbd.reports.env import render_env
+from tbd.reports.info_tables import render_env
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ import sys
 
 from tbd.analysis.gpu_table import table_rows
 from tbd.cli.commands.output import terminal_width, write
-from tbd.reports.gpus import render_gpu_table
+from tbd.reports.info_tables import render_gpu_table
 
 UNITS = {"peak_flops": "FLOP/s (int8: OP/s), dense, no 2:4 sparsity", "memory_bandwidth_bytes_per_s": "bytes/s",
          "memory_bytes": "bytes", "boost_clock_mhz": "MHz"}

@@ -4,29 +4,27 @@ measured counters merged in (`--ncu REPORT.csv`, or the CUPTI range counters a t
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
-from tbd.analysis.counters_merge import merged_profile
+from tbd.analysis.counters import merged_profile
 from tbd.cli.commands.arguments import positive_int
-from tbd.cli.commands.output import terminal_width, write
-from tbd.cli.run_analysis import profile_of_target
+from tbd.cli.commands.output import add_output_arguments, printed_format, write_output
+from tbd.cli.results import KERNELS, load_target
 from tbd.core.errors import UsageError
+from tbd.core.targets import open_target
 from tbd.profilers import cupti_counters, ncu_csv
-from tbd.reports.kernels.drilldown import render_kernel_detail, render_kernel_report
-from tbd.reports.kernels.export import kernels_csv, kernels_json
+from tbd.reports.renderers import KernelDrilldown, renderer_for
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="RUN_DIR|TRACE",
-                   help="a tbd run directory or its profile.json, or a Kineto trace (.json, .json.gz)")
+                   help="a tbd run directory (or its trace file) or a profile.json, or a Kineto trace (.json, "
+                        ".json.gz)")
     p.add_argument("--top", type=positive_int, default=10, help="rows shown per table (default 10)")
     p.add_argument("--kernel", metavar="REGEX", default=None,
                    help="show the kernel groups whose name matches REGEX (Python re.search) in full")
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="print the rows and rankings as JSON")
-    out.add_argument("--csv", action="store_true", help="print one CSV row per kernel group")
+    add_output_arguments(p, json="print the rows and rankings as JSON", csv="print one CSV row per kernel group")
     p.add_argument("--ncu", type=Path, metavar="REPORT", default=None,
                    help="merge measured counters from an Nsight Compute CSV (ncu --csv --page raw)")
 
@@ -36,11 +34,11 @@ def run(args: argparse.Namespace) -> int:
         pattern = re.compile(args.kernel) if args.kernel is not None else None
     except re.error as exc:
         raise UsageError(f"--kernel {args.kernel!r} is not a regular expression ({exc})") from None
-    profile = profile_of_target(args.target)
+    target = open_target(args.target)
+    profile = load_target(target, KERNELS)
     notes = []
-    path = Path(args.target)
-    if path.is_file() and path.name != "profile.json":
-        ranges = cupti_counters.measured_launches(path)
+    if target.kineto_trace is not None:  # a trace may hold CUPTI range counters; a profile.json never does
+        ranges = cupti_counters.measured_launches(target.kineto_trace)
         if ranges:
             profile, unmatched = merged_profile(profile, ranges, "cupti_range")
             if unmatched < len(ranges):
@@ -60,13 +58,6 @@ def run(args: argparse.Namespace) -> int:
         if not rows:
             raise UsageError(f"no kernel group matches --kernel {args.kernel!r}",
                              hint=f"`tbd kernels {args.target}` lists them")
-    if args.json:
-        write(json.dumps({**kernels_json(profile, rows), "notes": notes}, indent=1))
-    elif args.csv:
-        write(kernels_csv(rows))
-    elif pattern is not None:
-        write(render_kernel_detail(rows, profile, width=terminal_width(), color=None))
-    else:
-        text = render_kernel_report(profile, top=args.top, width=terminal_width(), color=None)
-        write(text + "".join(f"note: {n}\n" for n in notes))
+    drilldown = KernelDrilldown(profile, rows, notes, detail=pattern is not None)
+    write_output(renderer_for(drilldown, top=args.top), printed_format(args))
     return 0

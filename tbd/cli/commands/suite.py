@@ -8,7 +8,7 @@ import importlib.util
 from tbd.cli import frameworks, registry
 from tbd.cli.commands.output import terminal_width, write
 from tbd.core.errors import FrameworkMissingError
-from tbd.reports.suite import render_suite
+from tbd.reports.info_tables import render_suite
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -24,13 +24,13 @@ from pathlib import Path
 
 from tbd.cli import registry
 from tbd.cli.commands.arguments import positive_int
-from tbd.cli.commands.output import stderr_console, terminal_width, write
+from tbd.cli.commands.output import add_output_arguments, stderr_console, write, write_output
 from tbd.cli.commands.profile import add_run_arguments, add_workload_arguments, spec_from_args
 from tbd.cli.sweep_executors import EXECUTORS, RayRunner, SubmititRunner
 from tbd.cli.sweep_run import SWEEP_JSON, SweepPlan, new_sweep_dir, prepare_sweep_dir, run_sweep
 from tbd.core.errors import UsageError
 from tbd.reports.progress import StageProgress
-from tbd.reports.sweep_table import render_sweep
+from tbd.reports.renderers import renderer_for
 
 DEFAULT_MAX_BATCH = 4096
 _BATCH_HINT = "give batch sizes like --batch 2,4,8, or --batch max for the largest batch that fits"
@@ -45,9 +45,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=positive_int, default=None, metavar="N",
                    help=f"--batch max: never try a batch above N (default {DEFAULT_MAX_BATCH})")
     add_run_arguments(p)  # each point's, as `tbd profile` takes them
-    p.add_argument("--out", type=Path, default=None,
-                   help="sweep directory to write (default runs/sweep-<model>-<framework>-<device>-<time>); "
-                        "each point's run directory is b<batch>/ inside it")
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="where the points run: local (here, one after another; default), ray (each a Ray task "
                         "on a Ray cluster), submitit (each a job of a Slurm job array; local processes without Slurm)")
@@ -57,8 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout-min", type=positive_int, default=None, metavar="MIN",
                    help="--executor submitit: each job's time limit in minutes (default: --max-seconds plus 15 minutes)")
     p.add_argument("--quiet", action="store_true", help="no progress bars (the one line per point stays)")
-    p.add_argument("--force", action="store_true",
-                   help="replace a previous tbd sweep in --out (a folder without sweep.json is never emptied)")
+    add_output_arguments(p, out_dir="sweep directory to write (default runs/sweep-<model>-<framework>-<device>-<time>): "
+                                    "sweep.json, sweep.csv, figures/; each point's run directory is b<batch>/ inside it",
+                         force="replace a previous tbd sweep in --out (a folder without sweep.json is never emptied)")
 
 
 def parse_batches(text: str) -> tuple[int, ...] | None:
@@ -142,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         outcome = run_sweep(spec, plan, out,
                             announce=lambda line: console.print(line, highlight=False, markup=False),
                             progress=lambda: StageProgress(console, enabled=not args.quiet), runner=runner)
-    write(render_sweep(outcome.sweep, width=terminal_width(), color=None))
+    write_output(renderer_for(outcome.sweep), "text")
     write(f"sweep directory: {out}")
     if outcome.figures_note:
         console.print(f"tbd: {outcome.figures_note}", highlight=False, markup=False)

@@ -3,8 +3,8 @@
 
 `time_table` and `rankings` are also the kernel part of the main report (`reports/terminal.py`).
 Renders `KernelRow`s that analysis grouped, measured and ranked; nothing here computes a figure
-(STYLE.md). Names are data: escaped (`printable`), shortened at identifier boundaries for the
-tables (`kernel_names`), given in full in the detail view.
+(docs/architecture.md). Names are data: escaped (`printable`), shortened at identifier boundaries for the
+tables (`kernels.short_names`), given in full in the detail view.
 
 The ncu commands are printed to be pasted into a POSIX shell: the metric list they share (some
 900 characters) is set once as `TBD_NCU_METRICS` and each command reads `"$TBD_NCU_METRICS"`, and
@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tbd.core.errors import UsageError
-from tbd.core.profile import KernelRow, Profile
+from tbd.core.profile_result import KernelRow, Profile
 from tbd.reports.console import (
     ABOVE_PEAK_MARK,
     above_peak,
@@ -36,7 +36,7 @@ from tbd.reports.console import (
     new_console,
     plain_table,
 )
-from tbd.reports.kernels.names import short_kernel_name
+from tbd.reports.kernels.short_names import short_kernel_name
 from tbd.reports.numbers import (
     fmt_bandwidth,
     fmt_bytes,

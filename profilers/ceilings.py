@@ -1,10 +1,18 @@
-"""Measured GEMM ceiling: the best FLOP/s a large square matmul reaches on this device.
+"""Measured ceilings of this device, the CPU roofline's roof and slope: the best FLOP/s a large square
+matmul reaches (the GEMM ceiling) and the best bytes/s a large copy reaches (memory bandwidth).
 
-Reported beside the hardware-model peak (DESIGN.md, "peak FLOP/s"): what the BLAS library
-actually achieves, and the fallback denominator when the clock is hidden (e.g. in a VM).
-An n x n by n x n matmul performs n^3 multiply-adds = 2 n^3 FLOPs (the standard GEMM count,
-as in LAPACK Working Note 41 and cuBLAS benchmarks); the best of `repeats` timings is kept,
-since slower repeats measure interference, not the device.
+The GEMM ceiling is reported beside the hardware-model peak (docs/architecture.md, "peak FLOP/s"):
+what the BLAS library actually achieves, and the fallback denominator when the clock is hidden
+(e.g. in a VM). An n x n by n x n matmul performs n^3 multiply-adds = 2 n^3 FLOPs (the standard
+GEMM count, as in LAPACK Working Note 41 and cuBLAS benchmarks).
+
+A copy of n bytes reads n and writes n: 2n bytes of traffic (STREAM's "Copy" convention, McCalpin
+1995). The buffers (128 MiB each by default) are far larger than any last-level cache, so the
+figure is DRAM's. numpy's copy is framework-neutral, and on the CPU every framework reads the
+same memory.
+
+Both keep the best of `repeats` timings: slower repeats measure interference from other
+processes, not the device.
 """
 
 from __future__ import annotations
@@ -12,6 +20,8 @@ from __future__ import annotations
 import math
 import time
 from typing import Any, Callable
+
+import numpy as np
 
 # Each timed repeat runs enough matmuls to last at least this long, so timer resolution and
 # launch overhead stay below ~0.1 % even for a fast GPU on a small n.
@@ -92,3 +102,26 @@ def best_seconds_per_call(call: Callable[[], Any], sync: Callable[[], Any], repe
         sync()
         best = min(best, (time.perf_counter() - t0) / inner)
     return best, inner
+
+
+def measured_copy_bandwidth(copy: Callable[[], Any], sync: Callable[[], Any], nbytes: int,
+                            repeats: int = 5) -> dict:
+    """{"bytes_per_s", "nbytes", "seconds", "repeats", "copies_per_repeat"} of `copy()` moving `nbytes`."""
+    if nbytes <= 0 or repeats <= 0:
+        raise ValueError(f"nbytes and repeats must be positive, got {nbytes}, {repeats}")
+    best, inner = best_seconds_per_call(copy, sync, repeats, min_repeat_s=0.05)
+    return {"bytes_per_s": 2.0 * nbytes / best, "nbytes": nbytes, "seconds": best, "repeats": repeats,
+            "copies_per_repeat": inner}
+
+
+def host_copy_bandwidth(nbytes: int = 128 << 20, repeats: int = 5) -> dict:
+    """The host memory's copy bandwidth, with numpy; {"error": ...} when the buffers do not fit."""
+    try:
+        src = np.ones(nbytes // 8, dtype=np.float64)
+        dst = np.empty_like(src)
+    except MemoryError:
+        return {"error": f"no memory for two {nbytes >> 20} MiB buffers under the run's memory limit"}
+    src = np.ones(nbytes // 8, dtype=np.float64)
+    dst = np.empty_like(src)
+    record = measured_copy_bandwidth(lambda: np.copyto(dst, src), lambda: None, src.nbytes, repeats)
+    return {**record, "device": "cpu", "method": "numpy.copyto"}

@@ -1,6 +1,8 @@
-"""The Nsight Compute (ncu) command line that measures exactly the chosen launches of one kernel.
+"""Nsight Compute (ncu) command lines: the one that measures exactly the chosen launches of one
+kernel (`ncu_command`), and the one session that measures the top ranked kernels of a run
+(`ncu_plan`, `tbd profile --ncu N`). Pure: names and rows in, argv out.
 
-Flags, from the Nsight Compute CLI user guide (NsightComputeCli, v2026.1; "Profile", "NVTX
+One kernel's launches. Flags, from the Nsight Compute CLI user guide (NsightComputeCli, v2026.1; "Profile", "NVTX
 Filtering", "Console Output", "File" and "Kernel Renaming"):
 
 - `--kernel-name regex:^...$` with `--kernel-name-base demangled` matches a kernel by its whole
@@ -17,7 +19,7 @@ Filtering", "Console Output", "File" and "Kernel Renaming"):
   ("When only a single range name is given, the delimiter must be appended to indicate that this
   refers to a push/pop range") and its domain before "@" ("Include kernels wrapped inside push/pop
   range 'A_range' of 'Domain-A': ncu --nvtx --nvtx-include "Domain-A@A_range/""); the characters
-  @ , [ ] / * + in a name are escaped with "\\". `--nvtx-push-pop-scope process`: push/pop ranges
+  @ , [ ] / * + in a name are escaped with "\". `--nvtx-push-pop-scope process`: push/pop ranges
   are per thread by default, and PyTorch launches backward kernels from its autograd thread, not
   the thread that pushed tbd's range.
 - `--metrics a,b,regex:^...$`: "regex:<expression> expands to all metrics that partially match the
@@ -43,15 +45,29 @@ ncu then counts them all as the same kernel.
 DRAM bytes are measured with ncu's default `--cache-control all` (caches flushed before each
 replay pass): a launch's cold-cache traffic, typically more than it moves inside training, where
 its inputs may still be in L2.
+
+A run's top kernels in one session. Each ranked row carries its own command (analysis.kernel_rows), which measures that one group in
+the last traced iteration; running N of them would repeat the workload's warm-up N times. One
+session instead selects every launch of the chosen groups' function names in the *first* traced
+iteration: the kernel filter is the alternation of their function names (ncu's
+`--kernel-name-base function`; a C-linkage name is its own function name), the NVTX filter tbd's
+trace window, and `--launch-count` the number of launches with those function names that one
+traced iteration makes (their groups' calls over the traced iterations). In a stable phase every
+iteration launches the same kernels, so the first that many matches are that iteration's. Other
+template instances of the same function are measured along (they pass the same filter) and merge
+into their own rows.
 """
 
 from __future__ import annotations
 
+import math
 import shlex
+from dataclasses import dataclass
 
 from tbd.core.errors import UsageError
+from tbd.core.profile_result import KernelRow, Profile
 
-# Only core imports. The metric names are those analysis.counter_work reads, the ellipsis the one
+# Only core imports. The metric names are those analysis.counters reads, the ellipsis the one
 # profilers.traces.names.clean_name shortens names with (a test holds both equal).
 #: FP32/FP16/FP64 add, mul and fma thread instructions (counter_work.FLOP_METRICS).
 FLOP_METRICS = tuple(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum"
@@ -61,7 +77,7 @@ ELLIPSIS = "\u2026"
 #: The NVTX domain and range tbd pushes around its trace window (profilers.pytorch.hook, profilers.loop).
 NVTX_DOMAIN = "tbd"
 NVTX_RANGE = "tbd.trace_window"
-#: Tensor-pipe counters whatever the GPU names them (analysis.counter_work): warp instructions
+#: Tensor-pipe counters whatever the GPU names them (analysis.counters): warp instructions
 #: (sm__inst_executed_pipe_tensor.sum, or per opcode) and math ops per tensor path.
 TENSOR_METRICS = (r"regex:^sm__inst_executed_pipe_tensor[a-z0-9_]*\.sum$",
                   r"regex:^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$")
@@ -81,7 +97,7 @@ def ncu_command(kernel_name: str, launch_skip: int, launch_count: int, target: l
     Args:
         kernel_name: the kernel's demangled name; with name_base "function", its function name or
             any name `kernel_function_name` reduces to it. A name shortened by
-            `trace_names.clean_name` (head ... tail) matches by its head and tail.
+            `traces.names.clean_name` (head ... tail) matches by its head and tail.
         launch_skip, launch_count: S and C, counted over the launches ncu matches: inside
             `nvtx_range` when given, of the same name (the same function name with "function").
         target: the program and its arguments, appended last; None leaves them off.
@@ -165,7 +181,7 @@ def kernel_function_name(name: str) -> str:
     """The bare function name ncu's `--kernel-name-base function` matches, from a demangled kernel name
     as Kineto or ncu prints it: the return type, namespaces, template arguments and parameters dropped
     ("void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)" -> "vectorized_elementwise_kernel").
-    A name that is already bare is returned as is. A name shortened by `trace_names.clean_name`
+    A name that is already bare is returned as is. A name shortened by `traces.names.clean_name`
     (head ... tail, its brackets no longer balanced) is read from its head: the name before the first
     template argument list or parameter list."""
     text = name.strip()
@@ -220,3 +236,45 @@ def _last_at_depth0(text: str, token: str) -> int:
         elif depth == 0 and text.startswith(token, i):
             last = i
     return last
+
+
+@dataclass(frozen=True)
+class NcuPlan:
+    rows: list[KernelRow]  # the ranked groups aimed at, longest first
+    functions: list[str]  # their function names, as the kernel filter's alternatives
+    launch_count: int  # launches of those function names in one traced iteration
+    argv: list[str]  # the ncu command, the target last
+
+
+def ranked_rows(profile: Profile, top: int) -> list[KernelRow]:
+    """The `top` longest groups of both rankings that have a measuring command (CUDA groups)."""
+    seen, rows = set(), []
+    for row in sorted(profile.low_util_kernels + profile.low_bandwidth_kernels, key=lambda r: -r.time_s):
+        if row.name not in seen and row.ncu and row.ncu.get("command"):
+            seen.add(row.name)
+            rows.append(row)
+    return rows[:top]
+
+
+def ncu_plan(profile: Profile, top: int, target: list[str], report: str, *, ncu: str = "ncu",
+             metrics: tuple[str, ...] = DEFAULT_METRICS) -> NcuPlan | str:
+    """The session measuring the `top` ranked groups, or why there is none (a sentence).
+
+    target: the command that repeats the run's windows (analysis.assemble.ncu_target, filled in).
+    report: the .ncu-rep path ncu writes (`ncu_command.csv_export_command` prints it as CSV).
+    """
+    rows = ranked_rows(profile, top)
+    if not rows:
+        return "no ranked CUDA kernel to measure (a CPU run, or no kernel below the averages)"
+    window = profile.iterations.trace_window if profile.iterations else None
+    if not window:
+        return "the run has no trace window to count launches in"
+    iterations = window[-1] - window[0] + 1
+    functions = list(dict.fromkeys(kernel_function_name(r.name) for r in rows))
+    wanted = set(functions)
+    calls = sum(r.calls for r in profile.kernels if kernel_function_name(r.name) in wanted)
+    count = max(1, math.ceil(calls / iterations))
+    alternatives = "|".join(name_regex(f)[1:-1] for f in functions)  # name_regex anchors each: ^...$
+    argv = ncu_argv(f"^({alternatives})$", "function", None, count, NVTX_RANGE, metrics, ncu=ncu)
+    argv += ["--export", report, "--force-overwrite"]
+    return NcuPlan(rows, functions, count, argv + list(target))
