@@ -27,6 +27,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -359,7 +360,8 @@ class SubmititRunner:
         def launch(batch: Sequence[RunSpec]) -> list:
             # Local controllers write to the stderr they inherit: a terminal's Ctrl-C reaches them too, and
             # each would print its KeyboardInterrupt traceback among the sweep's lines.
-            with _stderr_to(executor.folder / "controllers.log") if local else contextlib.nullcontext():
+            with _stderr_to(executor.folder / "controllers.log") if local else contextlib.nullcontext(), \
+                    _sigint_ignored() if local else contextlib.nullcontext():
                 return executor.map_array(run_remote_point, [s.to_dict() for s in batch], [where] * len(batch))
 
         def finished(jobs: list) -> list:
@@ -385,6 +387,26 @@ class SubmititRunner:
         # time on a GPU (submitit's local executor gives every job the first gpus_per_node GPUs).
         limit = len(specs) if slurm else 1 if gpus else max(1, (os.cpu_count() or 1) // cpus)
         yield from _gather(specs, launch, limit, finished, fetch, cancel, stopped)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while inside, so that processes started meanwhile inherit it ignored.
+
+    submitit's local controllers share the terminal's process group: a Ctrl-C reached them too, and
+    a controller's KeyboardInterrupt SIGKILLs its job, racing the job's own save of its partial
+    profile (the sweep lost one of its running points under load). Started with SIGINT ignored, a
+    controller leaves Ctrl-C to the job (whose signal handlers, installed when its run starts,
+    replace the inherited SIG_IGN) and the driver's cancel (SIGTERM, forwarded to the job).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
