@@ -358,13 +358,18 @@ def loader(cls: type, terse: tuple[type, ...] = ()) -> Callable[..., Any]:
     """`load(data, where="")`: the record `cls` from its JSON object, every field checked by its
     annotation; raises ResultFormatError naming the key (`where` is the prefix: "cluster.").
 
+    The checks are compiled on the first load, not at import: compiling the Profile's takes tens of
+    ms, which every `tbd` command paid at start-up though most never load a result.
+
     Raises:
-        TypeError: on building, a field whose annotation gives no rule (a number without a Range).
+        TypeError: on the first load, a field whose annotation gives no rule (a number without a Range).
     """
-    check = _Compiler(terse).check(cls, cls.__name__)
+    compiled: list[Check] = []
 
     def load(data: Any, where: str = "") -> Any:
-        return check(data, "", where.rstrip("."))
+        if not compiled:
+            compiled.append(_Compiler(terse).check(cls, cls.__name__))
+        return compiled[0](data, "", where.rstrip("."))
     return load
 
 
