@@ -11,7 +11,8 @@ reads them once and gives the function that checks a JSON object and builds the 
 - `str`, `bool`; `str | int` (a label: "cpu" or 0).
 - A number carries its range: `Annotated[float, Range(low, high)]`, `Annotated[int, Range(low)]`, or
   an alias below (`Pct`, `Amount`, `Delta`, `Count`, `PositiveInt`). A number without a Range is
-  refused when the loader is built, so a new field cannot go unchecked.
+  refused when the loader first compiles (tests/unit/test_schema_declaration.py loads every
+  result schema), so a new field cannot go unchecked.
 - `X | None`: null allowed; a missing key reads as null.
 - A field with a default and no None (a key added in a later version): a missing or null key reads
   as the default, unless `Annotated[X, REQUIRED]`. Any other field must be present and not null.
