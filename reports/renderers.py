@@ -17,6 +17,7 @@ Figure). Each kind says which it offers in `formats`; asking for another raises 
 | Comparison                           |  x   |  x   |  x  |  x   |    x    |
 | KernelDrilldown (`tbd kernels`)      |  x   |  x   |  x  |      |         |
 | RankFolder (`tbd analyze FOLDER`)    |  x   |  x   |     |      |         |
+| TtaResult (`tbd tta`)                |  x   |  x   |  x  |  x   |    x    |
 
 The functions behind each format are the renderers' workers (reports/terminal.py, profile_export.py,
 sweep_table.py, comparison_text.py, kernels/, ranks.py + cluster_text.py, html/, figures/); this
@@ -37,17 +38,21 @@ from tbd.core.comparison import Comparison
 from tbd.core.profile_cluster import Cluster
 from tbd.core.profile_result import KernelRow, Profile
 from tbd.core.sweep_result import Sweep
+from tbd.core.tta_result import TtaResult
 from tbd.reports.cluster_text import ranks_json, render_cluster, render_ranks
 from tbd.reports.comparison_text import comparison_csv, render_comparison
 from tbd.reports.figures.saving import comparison_figures, run_figures, save_figures, sweep_figures
+from tbd.reports.figures.tta_figures import tta_figures
 from tbd.reports.html.comparison_page import comparison_html
 from tbd.reports.html.run_page import profile_html
 from tbd.reports.html.sweep_page import sweep_html
+from tbd.reports.html.tta_page import tta_html
 from tbd.reports.kernels.export import kernels_csv, kernels_json
 from tbd.reports.kernels.tables import render_kernel_detail, render_kernel_report
 from tbd.reports.profile_export import profile_csv
 from tbd.reports.sweep_table import render_sweep, sweep_csv
 from tbd.reports.terminal import render_profile
+from tbd.reports.tta_text import render_tta, tta_csv
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -267,10 +272,36 @@ class RankFolderRenderer(Renderer):
         return ranks_json(self.folder.ranks, self.folder.cluster)
 
 
+@dataclass(frozen=True)
+class TtaRenderer(Renderer):
+    """Time to accuracy from others' logs (`TtaResult`, `tbd tta`): one table per benchmark or task."""
+
+    result: TtaResult
+    top: int = 10  # unused: every system is shown
+    kind: ClassVar[str] = "tta"
+    noun: ClassVar[str] = "a time-to-accuracy result"
+    formats: ClassVar[tuple[str, ...]] = FORMATS
+
+    def text(self, *, width: int = DEFAULT_WIDTH, color: bool | None = False) -> str:
+        return render_tta(self.result, width=width, color=color)
+
+    def document(self) -> dict[str, Any]:
+        return self.result.to_dict()
+
+    def csv(self) -> str:
+        return tta_csv(self.result)
+
+    def html(self) -> str:
+        return tta_html(self.result)
+
+    def figures(self) -> dict[str, Figure]:
+        return tta_figures(self.result)
+
+
 #: The one dispatch: result type -> its renderer.
 RENDERERS: dict[type, type[Renderer]] = {
     Profile: ProfileRenderer, Sweep: SweepRenderer, Comparison: ComparisonRenderer,
-    KernelDrilldown: KernelRenderer, RankFolder: RankFolderRenderer,
+    KernelDrilldown: KernelRenderer, RankFolder: RankFolderRenderer, TtaResult: TtaRenderer,
 }
 
 

@@ -74,7 +74,8 @@ def read_trace_bytes(path: str | os.PathLike) -> bytes:
         raise TraceFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, in words (its st_mode)."""
     for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
                        (stat.S_ISSOCK, "a socket")):
@@ -87,7 +88,7 @@ def _read_regular(name: str) -> bytes:
     """The bytes of a regular file (symlinks followed) no larger than the hard cap; never opens a FIFO."""
     info = os.stat(name)  # follows symlinks: a link to /dev/zero is a character device
     if not stat.S_ISREG(info.st_mode):
-        raise TraceFormatError(f"{name}: {_kind(info.st_mode)}, not a trace file",
+        raise TraceFormatError(f"{name}: {file_kind(info.st_mode)}, not a trace file",
                                hint="give a .json or .json.gz file")
     limit = byte_limit()
     _check_size(name, info.st_size, limit)
@@ -95,7 +96,7 @@ def _read_regular(name: str) -> bytes:
     with os.fdopen(fd, "rb") as handle:
         again = os.fstat(handle.fileno())
         if not stat.S_ISREG(again.st_mode):  # swapped between the stat and the open
-            raise TraceFormatError(f"{name}: {_kind(again.st_mode)}, not a trace file")
+            raise TraceFormatError(f"{name}: {file_kind(again.st_mode)}, not a trace file")
         # read(n) allocates n bytes up front: ask for the size the file has, then for any growth.
         data = handle.read(min(again.st_size, limit) + 1)
         if len(data) > again.st_size:  # it grew since the stat

@@ -10,7 +10,7 @@ import sys
 import traceback
 
 from tbd import __version__
-from tbd.cli.commands import analyze, compare, env, gpus, kernels, profile, report, suite, sweep
+from tbd.cli.commands import analyze, compare, env, gpus, kernels, profile, report, suite, sweep, tta
 from tbd.core.errors import TbdError, UsageError
 
 COMMANDS = {
@@ -22,7 +22,9 @@ COMMANDS = {
     "compare": (compare, "runs or traces side by side: every figure with its ratio to the first, op-by-op time "
                          "deltas, the peak ratio against the measured one"),
     "sweep": (sweep, "profile one workload at several batch sizes, or find the largest batch that fits"),
-    "report": (report, "render a saved profile, sweep or comparison again"),
+    "tta": (tta, "time to accuracy from MLPerf Training submissions and DAWNBench entries, systems side by side, "
+                 "scored as mlperf-logging's result_summarizer and DAWNBench's rules score them"),
+    "report": (report, "render a saved profile, sweep, comparison or time-to-accuracy result again"),
     "env": (env, "show, per framework, whether it is usable, its version, interpreter and GPU"),
     "suite": (suite, "list the suite's models x frameworks and which run on this machine"),
     "gpus": (gpus, "list the GPU table: peaks per precision, bandwidth, memory, with sources"),

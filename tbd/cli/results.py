@@ -25,9 +25,10 @@ from tbd.core.errors import UsageError
 from tbd.core.profile_result import PARTIAL, Profile
 from tbd.core.sweep_result import Sweep
 from tbd.core.targets import Kind, Target, open_target, read_result
+from tbd.core.tta_result import TtaResult
 
-Result = Union[Profile, Sweep, Comparison]
-Loaded = Union[Profile, Sweep, Comparison, list[RankProfile]]
+Result = Union[Profile, Sweep, Comparison, TtaResult]
+Loaded = Union[Profile, Sweep, Comparison, TtaResult, list[RankProfile]]
 
 # Who asks (a command, or the API's tbd.load_profile).
 ANALYZE, KERNELS, COMPARE, REPORT, API = "tbd analyze", "tbd kernels", "tbd compare", "tbd report", "tbd.load_profile"
@@ -36,15 +37,16 @@ TAKES = {
     ANALYZE: _RUNS | {Kind.KINETO_TRACE, Kind.TRACE_FOLDER},
     KERNELS: _RUNS | {Kind.PROFILE_JSON, Kind.KINETO_TRACE},
     COMPARE: _RUNS | {Kind.PROFILE_JSON, Kind.KINETO_TRACE},
-    REPORT: _RUNS | {Kind.PROFILE_JSON, Kind.SWEEP_DIR, Kind.SWEEP_JSON, Kind.COMPARISON_JSON},
+    REPORT: _RUNS | {Kind.PROFILE_JSON, Kind.SWEEP_DIR, Kind.SWEEP_JSON, Kind.COMPARISON_JSON, Kind.TTA_JSON},
     API: _RUNS | {Kind.PROFILE_JSON},
 }
-_TTA = "tbd's time-to-accuracy reader is not in this version yet"
+_TTA = "`tbd tta` reads it"
 READ_BY = {
     Kind.PROFILE_JSON: "`tbd report` reads it (`tbd kernels` and `tbd compare` too)",
     Kind.SWEEP_DIR: "`tbd report` reads it",
     Kind.SWEEP_JSON: "`tbd report` reads it",
     Kind.COMPARISON_JSON: "`tbd report` reads it",
+    Kind.TTA_JSON: "`tbd report` reads it",
     Kind.KINETO_TRACE: "`tbd analyze` reads it (`tbd kernels` and `tbd compare` too)",
     Kind.TRACE_FOLDER: "`tbd analyze` reads it",
     Kind.MXNET_TRACE: "tbd reads one in the run directory `tbd profile --framework mxnet` wrote "
@@ -88,6 +90,8 @@ def load_target(target: Target, reader: str, **options: Any) -> Loaded:
     if kind is Kind.COMPARISON_JSON:
         hint = "give a comparison saved by `tbd compare --out`"
         return Comparison.from_dict(read_result(target.where, Kind.COMPARISON_JSON, hint))
+    if kind is Kind.TTA_JSON:
+        return TtaResult.from_dict(read_result(target.where, Kind.TTA_JSON, "give a result saved by `tbd tta --out`"))
     if kind is Kind.KINETO_TRACE:
         return profile_from_trace(target.where, **given)
     return profiles_from_trace_folder(target.where, **given)  # Kind.TRACE_FOLDER

@@ -39,6 +39,7 @@ class Kind(str, Enum):
     SWEEP_DIR = "sweep_dir"
     SWEEP_JSON = "sweep_json"
     COMPARISON_JSON = "comparison_json"  # `tbd compare --out`
+    TTA_JSON = "tta_json"  # `tbd tta --out`
     KINETO_TRACE = "kineto_trace"  # torch.profiler's Chrome trace (.json, .json.gz)
     TRACE_FOLDER = "trace_folder"  # a folder of per-rank Kineto traces
     MXNET_TRACE = "mxnet_trace"  # mx.profiler.dump() output
@@ -74,8 +75,10 @@ class Target:
 #: The most bytes a result file of each kind may hold: far larger is not one tbd wrote. A profile
 #: holds at most a few hundred kernel rows (a few MB); a sweep about 1 kB a point; a comparison a
 #: few kB a run.
-MAX_RESULT_BYTES = {Kind.PROFILE_JSON: 256 << 20, Kind.SWEEP_JSON: 64 << 20, Kind.COMPARISON_JSON: 64 << 20}
-_RESULT_NAMES = {Kind.PROFILE_JSON: rundir.PROFILE, Kind.SWEEP_JSON: SWEEP_JSON, Kind.COMPARISON_JSON: "comparison"}
+MAX_RESULT_BYTES = {Kind.PROFILE_JSON: 256 << 20, Kind.SWEEP_JSON: 64 << 20, Kind.COMPARISON_JSON: 64 << 20,
+                    Kind.TTA_JSON: 256 << 20}
+_RESULT_NAMES = {Kind.PROFILE_JSON: rundir.PROFILE, Kind.SWEEP_JSON: SWEEP_JSON, Kind.COMPARISON_JSON: "comparison",
+                 Kind.TTA_JSON: "time-to-accuracy result"}
 
 READS = ("a tbd run directory or profile.json, a sweep (directory or sweep.json), a comparison (`tbd compare "
          "--out`), a Kineto trace (.json, .json.gz) or a folder of per-rank ones, an MLPerf Training result log "
@@ -263,10 +266,12 @@ def _file(path: Path, size: int) -> Target:
 
 
 _WORDS = {Kind.PROFILE_JSON: "a tbd profile.json", Kind.SWEEP_JSON: "a tbd sweep",
-          Kind.COMPARISON_JSON: "a tbd comparison", Kind.KINETO_TRACE: "a Kineto trace",
+          Kind.COMPARISON_JSON: "a tbd comparison", Kind.TTA_JSON: "a tbd time-to-accuracy result",
+          Kind.KINETO_TRACE: "a Kineto trace",
           Kind.MXNET_TRACE: "an MXNet profiler dump", Kind.TENSORFLOW_TRACE: "a TensorFlow trace",
           Kind.MLPERF_LOG: "an MLPerf Training result log", Kind.DAWNBENCH_ENTRY: "a DAWNBench entry"}
-_SCHEMAS = {"tbd.profile": Kind.PROFILE_JSON, "tbd.sweep": Kind.SWEEP_JSON, "tbd.compare": Kind.COMPARISON_JSON}
+_SCHEMAS = {"tbd.profile": Kind.PROFILE_JSON, "tbd.sweep": Kind.SWEEP_JSON, "tbd.compare": Kind.COMPARISON_JSON,
+            "tbd.tta": Kind.TTA_JSON}
 
 
 def _content_kind(path: Path, limit: int) -> tuple[Kind, str]:
@@ -304,8 +309,9 @@ def _json_kind(path: Path, text: str, complete: bool) -> Kind | None:
 def _text_kind(head: bytes, text: str) -> Kind | None:
     if _MLLOG.search(head):
         return Kind.MLPERF_LOG
-    first = text.splitlines()[0].split() if text.splitlines() else []
-    if first[:2] == ["epoch", "hours"] and _DAWNBENCH_METRICS & set(first[2:]):
+    # Real entries put the columns in any order (hours first, f1Score before hours), any case.
+    first = {cell.lower() for cell in text.splitlines()[0].split()} if text.splitlines() else set()
+    if {"epoch", "hours"} <= first and {m.lower() for m in _DAWNBENCH_METRICS} & first:
         return Kind.DAWNBENCH_ENTRY
     return None
 

@@ -26,6 +26,7 @@ from tbd.core.errors import ResultFormatError
 from tbd.core.field_checks import REQUIRED, Keys, Pct, Range
 from tbd.core.profile_result import KernelRow, Profile, Value
 from tbd.core.sweep_result import Sweep
+from tbd.core.tta_result import TtaResult
 
 
 def _numbers(annotation: Any, where: str, seen: set) -> list[tuple[str, Range | None]]:
@@ -49,7 +50,7 @@ def _numbers(annotation: Any, where: str, seen: set) -> list[tuple[str, Range | 
     return out
 
 
-@pytest.mark.parametrize("document", [Profile, Sweep, Comparison])
+@pytest.mark.parametrize("document", [Profile, Sweep, Comparison, TtaResult])
 def test_every_number_of_a_result_schema_declares_its_range(document):
     numbers = _numbers(document, document.__name__, set())
     assert len(numbers) >= (80 if document is Profile else 10)  # the walk reached the records

@@ -197,7 +197,7 @@ def test_a_truncated_trace_is_still_a_trace_and_its_reader_says_what_is_wrong(tm
 
 def test_one_table_of_size_caps_for_every_result_reader(tmp_path, monkeypatch):
     assert targets.MAX_RESULT_BYTES == {Kind.PROFILE_JSON: 256 << 20, Kind.SWEEP_JSON: 64 << 20,
-                                        Kind.COMPARISON_JSON: 64 << 20}
+                                        Kind.COMPARISON_JSON: 64 << 20, Kind.TTA_JSON: 256 << 20}
     monkeypatch.setitem(targets.MAX_RESULT_BYTES, Kind.PROFILE_JSON, 1000)
     with pytest.raises(ResultFormatError, match="far too large for a profile.json"):
         load_profile(RUN)
@@ -233,16 +233,15 @@ def test_a_kind_a_command_does_not_take_names_the_command_that_does(tmp_path, ca
     assert code == 2 and "is an MXNet profiler dump: tbd reads one in the run directory" in err
     json_path, _ = _dawnbench(tmp_path)
     code, err = _cli(capsys, "analyze", json_path)
-    assert code == 2 and "is a DAWNBench entry: tbd's time-to-accuracy reader is not in this version yet" in err
+    assert code == 2 and "is a DAWNBench entry: `tbd tta` reads it" in err
 
 
 @needs_mlperf
-def test_an_mlperf_log_is_named_and_not_read_yet(capsys):
+def test_an_mlperf_log_is_named_and_pointed_at_tbd_tta(capsys):
     log = MLPERF / "tinycorp" / "results" / "tinybox_red" / "resnet" / "result_0.txt"
     for command in ("analyze", "report", "kernels"):
         code, err = _cli(capsys, command, log)
-        assert code == 2 and "is an MLPerf Training result log: tbd's time-to-accuracy reader is not in this " \
-                             "version yet" in err
+        assert code == 2 and "is an MLPerf Training result log: `tbd tta` reads it" in err
 
 
 def test_report_and_the_api_read_a_run_through_its_trace_and_a_run_without_profile_json(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""`tbd report RUN|SWEEP|COMPARE`: render a saved result again, without running anything.
+"""`tbd report RUN|SWEEP|COMPARE|TTA`: render a saved result again, without running anything.
 
 The target is a run directory or profile.json, a sweep directory or sweep.json, or a comparison
 saved by `tbd compare --out`. A run directory whose parent process died before writing
@@ -23,9 +23,9 @@ HTML_NAME = "report.html"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", metavar="RUN|SWEEP|COMPARE",
+    p.add_argument("target", metavar="RUN|SWEEP|COMPARE|TTA",
                    help="run directory (or its trace file) or profile.json; sweep directory or sweep.json; or a "
-                        "comparison saved by `tbd compare --out` (a run directory without profile.json is analysed "
+                        "comparison saved by `tbd compare --out`, or a `tbd tta --out` result (a run directory without profile.json is analysed "
                         "from its raw records, marked partial)")
     p.add_argument("--top", type=positive_int, default=10, help="kernels shown (default 10)")
     add_output_arguments(

@@ -1,0 +1,179 @@
+"""What one MLPerf run's events say beyond its score: where the time went, how fast each block ran,
+and how the quality metric climbed.
+
+The score (run_start to run_stop, olympic mean, RCP scaling) is mlperf-logging's to compute
+(profilers/mlperf/scoring.py); these are the terms around it that a reader needs to see how
+throughput became time to train: init (untimed), the timed run split into training and evaluation,
+samples per second of each logged block or epoch, and the eval_accuracy curve.
+
+Logs differ in what they carry, all seen in v4.0 submissions: blocks with a cumulative
+samples_count on block_start and block_stop (Red Hat's llama2_70b_lora), blocks with epoch_count in
+epochs of train_samples, epochs (tinycorp's resnet: epoch_start/epoch_stop, one epoch of
+train_samples each), blocks with only first_epoch_num (Google's gpt3, where epoch_num counts
+samples and train_samples is not logged: samples per block are then unknown, said so, never
+guessed).
+
+Some benchmarks count samples in epoch_num (gpt3, bert: 1,207,959,552 and 2,400,396 at convergence
+in v4.0 logs), as their rules allow; no benchmark trains for 100,000 epochs (unet3d, the longest,
+runs a few thousand), so an epoch_num or epoch_count at or above `SAMPLES_NOT_EPOCHS` is read as
+a sample count, and is never multiplied by train_samples (which Google's gpt3 logs as the samples
+trained, not the data set's size).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tbd.core.tta_records import Event, RunLog, number
+from tbd.core.tta_result import AccuracyPoint, EpochThroughput
+
+#: An epoch_num or epoch_count this large counts samples, not epochs (module docstring).
+SAMPLES_NOT_EPOCHS = 100_000
+
+
+@dataclass(frozen=True)
+class RunTimeline:
+    status: str | None  # run_stop's metadata status; None: no run_stop
+    init_s: float | None
+    run_s: float | None
+    eval_s: float | None
+    train_s: float | None
+    epochs_to_converge: float | None
+    samples_to_converge: float | None
+    samples_reason: str | None  # how samples_to_converge was found, or why it is null
+    throughput: list[EpochThroughput] = field(default_factory=list)
+    accuracy: list[AccuracyPoint] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def run_timeline(log: RunLog) -> RunTimeline:
+    notes = []
+    if log.bad_lines:
+        notes.append(f"{log.bad_lines} `:::MLLOG` line{'s' * (log.bad_lines != 1)} skipped ({log.first_bad})")
+    start, stop = log.first("run_start"), log.last("run_stop")
+    status = None
+    if stop is not None:
+        raw = stop.metadata.get("status")
+        status = raw[:40] if isinstance(raw, str) else None
+    run_s = _span(start, stop)
+    init_s = _span(log.first("init_start"), log.first("init_stop"))
+    origin = start.time_ms if start is not None else log.events[0].time_ms
+    end = stop.time_ms if stop is not None else None
+    eval_s = _eval_seconds(log.events, origin, end)
+    if eval_s is None and run_s is not None:
+        notes.append("no eval_start/eval_stop pairs: the run's evaluation time is not logged")
+    train_s = run_s - eval_s if run_s is not None and eval_s is not None and eval_s <= run_s else None
+    train_samples = number(log.value("train_samples"))
+    accuracy = _accuracy(log.events, origin, end)
+    epochs, samples, samples_reason = _to_converge(accuracy, train_samples, status)
+    throughput, why = _throughput(log.events, origin, train_samples)
+    if why:
+        notes.append(why)
+    return RunTimeline(status, init_s, run_s, eval_s, train_s, epochs, samples, samples_reason,
+                       throughput, accuracy, notes)
+
+
+def _span(begin: Event | None, end: Event | None) -> float | None:
+    if begin is None or end is None or end.time_ms < begin.time_ms:
+        return None
+    return (end.time_ms - begin.time_ms) / 1000.0
+
+
+def _within(event: Event, origin: float, end: float | None) -> bool:
+    return event.time_ms >= origin and (end is None or event.time_ms <= end)
+
+
+def _eval_seconds(events: tuple[Event, ...], origin: float, end: float | None) -> float | None:
+    """The eval_start -> eval_stop intervals inside the run, each start paired with the next stop."""
+    total, opened, seen = 0.0, None, False
+    for event in events:
+        if not _within(event, origin, end):
+            continue
+        if event.key == "eval_start":
+            opened = event.time_ms
+        elif event.key == "eval_stop" and opened is not None:
+            total += max(0.0, event.time_ms - opened)
+            opened, seen = None, True
+    return total / 1000.0 if seen else None  # evaluations not logged as intervals: unknown, not zero
+
+
+def _accuracy(events: tuple[Event, ...], origin: float, end: float | None) -> list[AccuracyPoint]:
+    points = []
+    for event in events:
+        if event.key != "eval_accuracy" or not _within(event, origin, end):
+            continue
+        value = number(event.value)
+        if value is None:
+            continue
+        epoch, samples = number(event.metadata.get("epoch_num")), number(event.metadata.get("samples_count"))
+        points.append(AccuracyPoint((event.time_ms - origin) / 1000.0, value, epoch,
+                                    samples if samples is not None and samples >= 0 else None))
+    return points
+
+
+def _to_converge(accuracy: list[AccuracyPoint], train_samples: float | None,
+                 status: str | None) -> tuple[float | None, float | None, str | None]:
+    """The last evaluation's epoch and samples, as the RCP checker reads a converged run's."""
+    if status != "success":
+        return None, None, "the run did not converge" if status else "the log has no run_stop"
+    if not accuracy:
+        return None, None, "the log has no eval_accuracy"
+    last = accuracy[-1]
+    epoch = last.epoch
+    if epoch is not None and epoch >= SAMPLES_NOT_EPOCHS:
+        samples = last.samples if last.samples is not None else epoch
+        return None, samples, "eval_accuracy epoch_num, a sample count here"
+    if last.samples is not None:
+        return epoch, last.samples, "eval_accuracy samples_count"
+    if epoch is not None and train_samples:
+        return epoch, epoch * train_samples, "epoch_num x train_samples"
+    why = "no samples_count on eval_accuracy" + ("" if train_samples else " and no train_samples logged")
+    return epoch, None, why
+
+
+def _throughput(events: tuple[Event, ...], origin: float,
+                train_samples: float | None) -> tuple[list[EpochThroughput], str | None]:
+    """Samples per second of each block (block_start/stop), else of each epoch (epoch_start/stop)."""
+    keys = ("block_start", "block_stop") if any(e.key == "block_stop" for e in events) else ("epoch_start",
+                                                                                            "epoch_stop")
+    rows, opened, unknown = [], None, 0
+    for event in events:
+        if event.key == keys[0]:
+            opened = event
+        elif event.key == keys[1] and opened is not None:
+            seconds = (event.time_ms - opened.time_ms) / 1000.0
+            if seconds > 0 and opened.time_ms >= origin:
+                samples = _block_samples(opened, event, keys[0] == "epoch_start", train_samples)
+                unknown += samples is None
+                index = _index(opened, len(rows))
+                rows.append(EpochThroughput(index, (opened.time_ms - origin) / 1000.0, seconds, samples,
+                                            samples / seconds if samples is not None else None))
+            opened = None
+    why = None
+    if unknown:
+        why = (f"samples of {unknown} of {len(rows)} {keys[0].split('_')[0]}s unknown: the log gives no samples_count "
+               "for them" + ("" if train_samples else " and no train_samples"))
+    return rows, why
+
+
+def _block_samples(start: Event, stop: Event, is_epoch: bool, train_samples: float | None) -> float | None:
+    begin, end = number(start.metadata.get("samples_count")), number(stop.metadata.get("samples_count"))
+    if begin is not None and end is not None and end > begin:
+        return end - begin  # cumulative counts (llama2_70b_lora)
+    if is_epoch and train_samples:
+        return train_samples
+    count = number(start.metadata.get("epoch_count"))
+    if count is not None and count >= SAMPLES_NOT_EPOCHS:
+        return count  # gpt3's blocks count samples
+    if count is not None and count > 0 and train_samples:
+        return count * train_samples
+    return None
+
+
+def _index(start: Event, order: int) -> float:
+    for key in ("first_epoch_num", "epoch_num"):
+        value = number(start.metadata.get(key))
+        if value is not None:
+            return value
+    value = number(start.value)
+    return value if value is not None else float(order)

@@ -1,0 +1,1 @@
+"""MLPerf Training result logs: the tolerant event reader and the scoring by mlperf-logging."""
