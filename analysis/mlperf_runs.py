@@ -65,7 +65,9 @@ def run_timeline(log: RunLog) -> RunTimeline:
     train_s = run_s - eval_s if run_s is not None and eval_s is not None and eval_s <= run_s else None
     train_samples = number(log.value("train_samples"))
     accuracy = _accuracy(log.events, origin, end)
-    epochs, samples, samples_reason = _to_converge(accuracy, train_samples, status)
+    evals = [e for e in log.events if e.key == "eval_accuracy" and _within(e, origin, end)]
+    last = _eval_point(evals[-1], origin) if evals else None
+    epochs, samples, samples_reason = _to_converge(last, train_samples, status)
     throughput, why = _throughput(log.events, origin, train_samples)
     if why:
         notes.append(why)
@@ -97,28 +99,35 @@ def _eval_seconds(events: tuple[Event, ...], origin: float, end: float | None) -
     return total / 1000.0 if seen else None  # evaluations not logged as intervals: unknown, not zero
 
 
+def _eval_point(event: Event, origin: float) -> AccuracyPoint:
+    """An eval_accuracy event as a point; its value is the first number of a dict of metrics (maskrcnn
+    logs {"BBOX": 0.377, "SEGM": 0.339}), NaN-free: a value that is no number reads as 0 only here,
+    where the point serves for its epoch and samples, never drawn."""
+    epoch, samples = number(event.metadata.get("epoch_num")), number(event.metadata.get("samples_count"))
+    value = _value(event.value)
+    return AccuracyPoint((event.time_ms - origin) / 1000.0, value if value is not None else 0.0, epoch,
+                         samples if samples is not None and samples >= 0 else None)
+
+
+def _value(value: object) -> float | None:
+    if isinstance(value, dict):
+        return next((v for v in map(number, value.values()) if v is not None), None)
+    return number(value)
+
+
 def _accuracy(events: tuple[Event, ...], origin: float, end: float | None) -> list[AccuracyPoint]:
-    points = []
-    for event in events:
-        if event.key != "eval_accuracy" or not _within(event, origin, end):
-            continue
-        value = number(event.value)
-        if value is None:
-            continue
-        epoch, samples = number(event.metadata.get("epoch_num")), number(event.metadata.get("samples_count"))
-        points.append(AccuracyPoint((event.time_ms - origin) / 1000.0, value, epoch,
-                                    samples if samples is not None and samples >= 0 else None))
-    return points
+    """The evaluations with a number to draw (the first metric of a dict of them)."""
+    return [_eval_point(e, origin) for e in events
+            if e.key == "eval_accuracy" and _within(e, origin, end) and _value(e.value) is not None]
 
 
-def _to_converge(accuracy: list[AccuracyPoint], train_samples: float | None,
+def _to_converge(last: AccuracyPoint | None, train_samples: float | None,
                  status: str | None) -> tuple[float | None, float | None, str | None]:
     """The last evaluation's epoch and samples, as the RCP checker reads a converged run's."""
     if status != "success":
         return None, None, "the run did not converge" if status else "the log has no run_stop"
-    if not accuracy:
+    if last is None:
         return None, None, "the log has no eval_accuracy"
-    last = accuracy[-1]
     epoch = last.epoch
     if epoch is not None and epoch >= SAMPLES_NOT_EPOCHS:
         samples = last.samples if last.samples is not None else epoch

@@ -69,6 +69,8 @@ def _summarizer(org: Path, tmp_path: Path) -> dict[tuple[str, str], dict]:
     copy = tmp_path / org.name
     shutil.copytree(org, copy, ignore=shutil.ignore_patterns("*.tsv", "*.py", "*.sh"))
     rows = {}
+    if not (copy / "systems").is_dir():
+        return rows  # the summarizer scores no system without its description
     for system_dir in sorted((copy / "results").iterdir()):
         # One system at a time, as summarize_results walks them, so a system that crashes the tool
         # (smc-ac-power's power logs) does not hide the others.
@@ -113,7 +115,7 @@ def test_scores_equal_result_summarizers_and_the_folder_is_untouched(org, tmp_pa
         assert system.rcp == (row.get("RCP") or None)
         compared += 1
     assert compared == len(expected)
-    assert expected or any("result_summarizer" in p.reason for p in result.problems)
+    assert expected or not (org / "systems").is_dir() or any("result_summarizer" in p.reason for p in result.problems)
 
 
 @needs_data
