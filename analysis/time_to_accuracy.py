@@ -72,7 +72,7 @@ def with_ratios(systems: list[TtaSystem]) -> list[TtaSystem]:
         ratio_time=ratio(system.time_to_target_s, first.time_to_target_s)
         if system.score_unit != "ms" else ratio(system.latency_ms, first.latency_ms),
         ratio_accelerator_time=ratio(system.accelerator_time_s, first.accelerator_time_s),
-        ratio_energy=ratio(system.energy_kj, first.energy_kj),
+        ratio_energy=ratio(system.energy_j, first.energy_j),
         ratio_cost=ratio(system.cost_usd if system.score_unit != "ms" else system.cost_per_item_usd,
                          first.cost_usd if first.score_unit != "ms" else first.cost_per_item_usd),
     ) for system in systems]

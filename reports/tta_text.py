@@ -31,10 +31,10 @@ def fmt_hours(seconds: float | None) -> str:
     return NA if seconds is None else f"{fmt_sig(seconds / 3600.0, 3)} h"
 
 
-def fmt_energy(kj: float | None) -> str:
-    if kj is None:
+def fmt_energy(joules: float | None) -> str:
+    if joules is None:
         return NA
-    return f"{fmt_sig(kj / 1000.0, 3)} MJ" if kj >= 1000 else f"{fmt_sig(kj, 3)} kJ"
+    return f"{fmt_sig(joules / 1e6, 3)} MJ" if joules >= 1e6 else f"{fmt_sig(joules / 1e3, 3)} kJ"
 
 
 def fmt_usd(value: float | None) -> str:
@@ -86,7 +86,7 @@ def _mlperf_table(table: TtaTable) -> Table:
     t = plain_table()
     _label_column(t)
     t.add_column("Accelerators", overflow="fold", min_width=9, ratio=1)
-    energy = any(s.energy_kj is not None for s in table.systems)
+    energy = any(s.energy_j is not None for s in table.systems)
     for header in ("Time", "x", "Acc-h", "x", *(("Energy",) if energy else ()), "Runs"):
         t.add_column(header, justify="right", no_wrap=True)
     for s in table.systems:
@@ -97,7 +97,7 @@ def _mlperf_table(table: TtaTable) -> Table:
         cells = [printable(s.label), printable(accel), time, fmt_ratio(s.ratio_time),
                  fmt_hours(s.accelerator_time_s), fmt_ratio(s.ratio_accelerator_time)]
         if energy:
-            cells.append(fmt_energy(s.energy_kj) + (f" {fmt_ratio(s.ratio_energy)}" if s.ratio_energy is not None
+            cells.append(fmt_energy(s.energy_j) + (f" {fmt_ratio(s.ratio_energy)}" if s.ratio_energy is not None
                                                     else ""))
         t.add_row(*cells, f"{used}/{len(s.runs)}")
     return t
@@ -145,7 +145,7 @@ def _system_notes(table: TtaTable) -> list[RenderableType]:
     lines = []
     for s in table.systems:
         said = ([f"no score: {s.score_reason}"] if s.score is None and s.score_reason else []) + list(s.notes)
-        if s.energy_kj is None and s.energy_reason and table.source == "mlperf" and "no MLPerf Power" not in \
+        if s.energy_j is None and s.energy_reason and table.source == "mlperf" and "no MLPerf Power" not in \
                 s.energy_reason:
             said.append(f"energy: {s.energy_reason}")
         dropped = [r for r in s.runs if not r.used and r.dropped_reason and "olympic" not in r.dropped_reason]
@@ -161,7 +161,7 @@ def _name(run: TtaRun) -> str:
 #: CSV columns: one row per system, then one per run of it (`row` says which), numbers unformatted.
 CSV_COLUMNS = ("row", "source", "benchmark", "ruleset", "target", "system", "path", "accelerator",
                "accelerator_count", "score", "score_unit", "time_to_target_s", "ratio_time", "accelerator_time_s",
-               "ratio_accelerator_time", "energy_kj", "ratio_energy", "cost_usd", "ratio_cost", "latency_ms",
+               "ratio_accelerator_time", "energy_j", "ratio_energy", "cost_usd", "ratio_cost", "latency_ms",
                "cost_per_item_usd", "to_converge", "converge_unit", "run_file", "used", "dropped_reason", "status",
                "init_s", "train_s", "eval_s", "samples_per_s", "reason")
 
@@ -175,14 +175,14 @@ def tta_csv(result: TtaResult) -> str:
         for s in table.systems:
             writer.writerow(["system", *head, s.label, s.path, s.accelerator or "", _cell(s.accelerator_count),
                              _cell(s.score), s.score_unit, _cell(s.time_to_target_s), _cell(s.ratio_time),
-                             _cell(s.accelerator_time_s), _cell(s.ratio_accelerator_time), _cell(s.energy_kj),
+                             _cell(s.accelerator_time_s), _cell(s.ratio_accelerator_time), _cell(s.energy_j),
                              _cell(s.ratio_energy), _cell(s.cost_usd), _cell(s.ratio_cost), _cell(s.latency_ms),
                              _cell(s.cost_per_item_usd), _cell(s.to_converge), s.converge_unit or "", "", "", "",
                              "", _cell(s.init_s), _cell(s.train_s), _cell(s.eval_s), _cell(s.samples_per_s),
                              s.score_reason or ""])
             for r in s.runs:
                 writer.writerow(["run", *head, s.label, s.path, s.accelerator or "", _cell(s.accelerator_count),
-                                 _cell(r.score), s.score_unit, _cell(r.run_s), "", "", "", _cell(r.energy_kj), "",
+                                 _cell(r.score), s.score_unit, _cell(r.run_s), "", "", "", _cell(r.energy_j), "",
                                  "", "", "", "", _cell(r.to_converge), s.converge_unit or "", r.file,
                                  "1" if r.used else "0", r.dropped_reason or "", r.status or "", _cell(r.init_s),
                                  _cell(r.train_s), _cell(r.eval_s), "", r.score_reason or ""])

@@ -40,6 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tbd.core.errors import TbdError
+from tbd.profilers.mlperf.log import read_log
+
 #: The largest file copied for the tools: a result or power log far larger is not one a run wrote.
 MAX_COPY_BYTES = 512 << 20
 #: What `_compute_strong_score_standalone` prints for a run it drops: "<error> in <file>".
@@ -57,9 +60,9 @@ class BenchmarkScore:
     dropped: dict[str, str]  # result file name -> why result_summarizer did not count it
     scaling_factor: float | None
     max_dropped: int  # runs the olympic mean drops at each end (4 for unet3d, else 1)
-    energy_kj: float | None
+    energy_j: float | None
     energy_reason: str | None
-    run_energy_kj: dict[str, float]
+    run_energy_j: dict[str, float]
     run_energy_reason: dict[str, str]
     gbs: float | None
     to_converge: float | None  # the summarizer's samples_to_converge (closed division)
@@ -143,7 +146,11 @@ def score_benchmark(folder: Path, system: str, desc: dict[str, Any] | None, rule
         energy_reason = None if has_power else "no MLPerf Power logs (power/) in the folder"
         if isinstance(outcome, BaseException) and has_power:
             energy_reason = f"result_summarizer failed on the power logs: {_exception(outcome)}"
-            problems.append(f"{folder / 'power'}: {energy_reason}; time to train is scored without them")
+            why = _power_window_problem(folder / "power")
+            where = why[0] if why else folder / "power"
+            said = f"{energy_reason}{f' ({why[1]})' if why else ''}"
+            problems.append(f"{where}: {said}; time to train is scored without the power logs")
+            energy_reason = said
             shutil.rmtree(copy / "power", ignore_errors=True)
             _restore_scaling(folder, copy)
             text, outcome = _captured(rs._compute_strong_scaling_scores, desc, str(system_dir), "training",
@@ -264,12 +271,32 @@ def _run_energies(rs: Any, copy: Path, ruleset: str,
         start, stop = span
         _, value = _captured(rs._compute_total_power, str(copy), path, stop - start, ruleset)
         if isinstance(value, BaseException):
-            reasons[name] = f"result_summarizer failed on its power log: {_exception(value)}"
+            why = _power_window_problem(copy / "power" / Path(name).stem)
+            reasons[name] = (f"result_summarizer failed on its power log: {_exception(value)}"
+                             + (f" ({Path(why[0]).name}: {why[1]})" if why else ""))
         elif _float(value) is not None and value >= 0:
             energy[name] = float(value)
         else:
             reasons[name] = f"result_summarizer's energy is {value!r}"
     return energy, reasons
+
+
+def _power_window_problem(folder: Path) -> tuple[Path, str] | None:
+    """The first power log under `folder` whose measurement window the summarizer divides by and that
+    is empty: (file, why). result_summarizer computes energy as the readings' sum times time to train
+    over (power_measurement_stop - power_measurement_start), so a stop logged at the start divides by 0."""
+    for path in sorted(folder.rglob("*.txt")) if folder.is_dir() else []:
+        try:
+            log = read_log(path)
+        except TbdError:
+            continue
+        start, stop = log.first("power_measurement_start"), log.first("power_measurement_stop")
+        if start is not None and stop is not None and stop.time_ms <= start.time_ms:
+            readings = sum(e.key == "power_reading" for e in log.events)
+            return path, (f"power_measurement_stop is logged at time_ms {stop.time_ms:.0f}, "
+                          f"{'the same as' if stop.time_ms == start.time_ms else 'before'} power_measurement_start, "
+                          f"before its {readings} power_reading lines: the measured window is empty")
+    return None
 
 
 def _captured(function: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:

@@ -1,7 +1,7 @@
 """The figures of a time-to-accuracy result (a `TtaResult`): per benchmark or task, the time to target of each
 system, each run's accuracy against wall time (the DAWNBench paper's Figure 6) and each run's throughput per epoch.
 
-Every number drawn is the record's own: bars are `time_to_target_s` (inference: `latency_ms`), `energy_kj`,
+Every number drawn is the record's own: bars are `time_to_target_s` (inference: `latency_ms`), `energy_j`,
 `cost_usd`, labelled with the record's ratio to the table's first system; nothing is divided here but to
 write a figure in a unit. A system without a score keeps its row, empty, with its reason abbreviated beside
 the axis and whole in the caption. Runs of one system share its colour (the same in every figure of the
@@ -190,9 +190,9 @@ def _panels(table: TtaTable) -> list[_Panel]:
     size, unit = time_unit(s.time_to_target_s for s in systems)
     panels.append(_Panel("Time to target", f"time to target ({unit})", lambda s: s.time_to_target_s,
                          lambda s: s.score_reason, lambda s: s.ratio_time, size, unit))
-    if any(s.energy_kj is not None for s in systems):
-        panels.append(_Panel("Energy to target", "energy to target (kJ)", lambda s: s.energy_kj,
-                             lambda s: s.energy_reason, lambda s: s.ratio_energy, 1, "kJ"))
+    if any(s.energy_j is not None for s in systems):
+        panels.append(_Panel("Energy to target", "energy to target (MJ)", lambda s: s.energy_j,
+                             lambda s: s.energy_reason, lambda s: s.ratio_energy, 1e6, "MJ"))
     if any(s.cost_usd is not None for s in systems):
         panels.append(_Panel("Cost to target", "cost to target (USD)", lambda s: s.cost_usd,
                              lambda s: s.cost_reason, lambda s: s.ratio_cost, 1, "USD"))
@@ -203,7 +203,7 @@ def time_to_target_figure(table: TtaTable) -> Figure:
     """Each system's time to target as horizontal bars, the first system on top; energy and cost beside it.
 
     Args: table: one TtaTable; a training table draws `time_to_target_s` in minutes or hours
-        (`time_unit`), plus `energy_kj` (kJ) and `cost_usd` panels when a system has one; an inference
+        (`time_unit`), plus `energy_j` (kJ) and `cost_usd` panels when a system has one; an inference
         table (scores in ms) draws `latency_ms`, plus `cost_per_item_usd`. Each bar is labelled with
         its value and the record's ratio to the first system; a null value leaves its row empty with
         "n/a — reason" (abbreviated) and the whole reason in the caption.

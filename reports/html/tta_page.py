@@ -83,7 +83,7 @@ def _table_section(tbl: TtaTable, slug: str) -> str:
 
 
 def _value(value: float | None, unit: str, reason: str | None = None) -> Cell:
-    """A figure with its unit ("12.3 kJ"), or "n/a — reason"."""
+    """A figure with its unit ("12.3 MJ"), or "n/a — reason"."""
     return na_cell(reason) if value is None else num(f"{fmt_sig(value)} {unit}")
 
 
@@ -142,7 +142,7 @@ def _to_converge(system: TtaSystem) -> Cell:
 #: Columns shown when some system of the table has a value: head, value, cell.
 _OPTIONAL: tuple[tuple[str, Callable[[TtaSystem], object], Callable[[TtaSystem], Cell]], ...] = (
     ("Time × accelerators", lambda s: s.accelerator_time_s, _accelerator_time),
-    ("Energy", lambda s: s.energy_kj, lambda s: _value(s.energy_kj, "kJ", s.energy_reason)),
+    ("Energy", lambda s: s.energy_j, lambda s: _value(_mj(s.energy_j), "MJ", s.energy_reason)),
     ("Cost", lambda s: s.cost_usd, lambda s: _value(s.cost_usd, "USD", s.cost_reason)),
     ("Cost per hour", lambda s: s.cost_per_hour, lambda s: _value(s.cost_per_hour, "USD/h", s.cost_reason)),
     ("Latency", lambda s: s.latency_ms, lambda s: _value(s.latency_ms, "ms", s.score_reason)),
@@ -158,7 +158,7 @@ _OPTIONAL: tuple[tuple[str, Callable[[TtaSystem], object], Callable[[TtaSystem],
     ("RCP", lambda s: s.rcp, _rcp),
 )
 #: Null in every system of a table, these say why under the table (one line per reason) instead of a column.
-_REASONED = (("Energy", lambda s: s.energy_kj, lambda s: s.energy_reason),
+_REASONED = (("Energy", lambda s: s.energy_j, lambda s: s.energy_reason),
              ("Cost", lambda s: s.cost_usd if s.score_unit != "ms" else s.cost_per_item_usd, lambda s: s.cost_reason))
 
 
@@ -212,7 +212,7 @@ def _runs(tbl: TtaTable, system: TtaSystem) -> str:
     rows = [[Cell(f"<code>{esc(r.file)}</code>", markup=True), _used(r), printable(r.status or NA),
              _value(r.score, unit, r.score_reason), _seconds(r.init_s), _seconds(r.run_s), _seconds(r.train_s),
              _seconds(r.eval_s), num(fmt_sig(r.epochs_to_converge)), _samples(r),
-             _value(r.energy_kj, "kJ", r.energy_reason) if r.energy_kj is not None or r.energy_reason
+             _value(_mj(r.energy_j), "MJ", r.energy_reason) if r.energy_j is not None or r.energy_reason
              else Cell(NA, cls="num")]
             for r in system.runs]
     heads = ["File", "Used", "Status", "Score", "Init", "Run start to stop", "Train", "Eval", "Epochs to converge",
@@ -223,3 +223,7 @@ def _runs(tbl: TtaTable, system: TtaSystem) -> str:
     inner = table(heads, rows) + notes_list(notes) if system.runs else f"<p>{esc(NA)} — no run was read</p>"
     return f"<details><summary>{esc(summary)}</summary>\n{inner}\n</details>"
 
+
+def _mj(joules: float | None) -> float | None:
+    """Energy is kept in joules (docs/tta-json.md); a page shows megajoules."""
+    return None if joules is None else joules / 1e6

@@ -14,6 +14,7 @@ import dataclasses
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,8 +47,11 @@ class _Group:
 
 
 def analyse(paths: list[str], *, benchmark: str | None = None, target: float | None = None,
-            ruleset: str | None = None) -> TtaResult:
+            ruleset: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> TtaResult:
     """Read, score and set side by side everything under `paths`.
+
+    `progress(done, total, what)` is called before each benchmark folder is scored (a whole
+    training_results tree takes a minute: the compliance checker reads every log).
 
     Raises:
         UsageError: a `--ruleset` mlperf-logging does not know.
@@ -61,8 +65,12 @@ def analyse(paths: list[str], *, benchmark: str | None = None, target: float | N
     for given in paths:
         _collect(Path(given), groups, entries, problems)
     tables: dict[tuple[str, str, str | None], TtaTable] = {}
-    for group in groups.values():
+    for i, group in enumerate(groups.values()):
+        if progress is not None:
+            progress(i, len(groups), f"{group.folder.parent.name}/{group.folder.name}")
         _mlperf_group(group, tables, problems, ruleset, benchmark)
+    if progress is not None:
+        progress(len(groups), len(groups), "")
     for table in dawnbench_tables(entries, problems, benchmark=benchmark, target=target):
         tables.setdefault(("dawnbench", table.benchmark, None), table)
     if target is not None:
@@ -221,7 +229,7 @@ def _mlperf_group(group: _Group, tables: dict, problems: list[TtaProblem], rules
         host_processors=_product(desc, "host_processors_per_node", "number_of_nodes"),
         score=score.score_min, score_unit="min", score_reason=score.score_reason, time_to_target_s=time_s,
         accelerator_time_s=time_s * count if time_s is not None and count else None,
-        energy_kj=score.energy_kj, energy_reason=score.energy_reason,
+        energy_j=score.energy_j, energy_reason=score.energy_reason,
         cost_usd=None, cost_per_hour=None, cost_reason="MLPerf results state no price",
         latency_ms=None, cost_per_item_usd=None, accuracy=None, epochs_to_target=None,
         to_converge=score.to_converge, converge_unit=_converge_unit(runs, score),
@@ -248,8 +256,8 @@ def _run(path: Path, log: RunLog, score: scoring.BenchmarkScore, verdicts: dict)
         status=timeline.status, score=minutes, score_reason=reason, to_converge=score.run_converge.get(name),
         epochs_to_converge=timeline.epochs_to_converge, samples_to_converge=timeline.samples_to_converge,
         samples_reason=timeline.samples_reason, init_s=timeline.init_s, run_s=timeline.run_s,
-        eval_s=timeline.eval_s, train_s=timeline.train_s, energy_kj=score.run_energy_kj.get(name),
-        energy_reason=score.run_energy_reason.get(name) if name not in score.run_energy_kj else None,
+        eval_s=timeline.eval_s, train_s=timeline.train_s, energy_j=score.run_energy_j.get(name),
+        energy_reason=score.run_energy_reason.get(name) if name not in score.run_energy_j else None,
         throughput=timeline.throughput, accuracy=timeline.accuracy, notes=timeline.notes)
 
 

@@ -60,7 +60,7 @@ def _system(path: Path, entry: DawnbenchEntry, target: Target | None) -> TtaSyst
     notes = list(entry.notes)
     common = dict(label=label, path=str(path), submitter=entry.author, system=entry.model, division=None,
                   availability=None, framework=entry.framework, accelerator=entry.hardware, accelerator_count=None,
-                  host_processors=None, accelerator_time_s=None, energy_kj=None,
+                  host_processors=None, accelerator_time_s=None, energy_j=None,
                   energy_reason="DAWNBench entries state no energy", cost_per_hour=entry.cost_per_hour,
                   to_converge=None, converge_unit=None, global_batch_size=None, rcp=None, rcp_scaling_factor=None,
                   runs_required=None, ratio_time=None, ratio_accelerator_time=None, ratio_energy=None,
@@ -92,7 +92,7 @@ def _system(path: Path, entry: DawnbenchEntry, target: Target | None) -> TtaSyst
                  score_reason=hit.reason if hit is not None else why, to_converge=None,
                  epochs_to_converge=hit.epoch if hit is not None else None, samples_to_converge=None,
                  samples_reason="DAWNBench TSVs log epochs, not samples", init_s=None,
-                 run_s=hours * 3600.0 if hours is not None else None, eval_s=None, train_s=None, energy_kj=None,
+                 run_s=hours * 3600.0 if hours is not None else None, eval_s=None, train_s=None, energy_j=None,
                  energy_reason=None, throughput=[], accuracy=curve, notes=[])
     return TtaSystem(**common, score=hours, score_unit="h",
                      score_reason=None if hours is not None else (hit.reason if hit is not None else why),

@@ -63,7 +63,7 @@ class TtaRun:
     run_s: Amount | None  # run_start -> run_stop: MLPerf's time to train
     eval_s: Amount | None  # the eval_start -> eval_stop intervals inside the run
     train_s: Amount | None  # run_s - eval_s
-    energy_kj: Amount | None  # MLPerf Power: result_summarizer's energy of this run
+    energy_j: Amount | None  # MLPerf Power: result_summarizer's energy of this run, joules (docs/tta-json.md)
     energy_reason: str | None
     throughput: list[EpochThroughput] = field(default_factory=list)
     accuracy: list[AccuracyPoint] = field(default_factory=list)
@@ -89,7 +89,7 @@ class TtaSystem:
     score_reason: str | None  # why `score` is null
     time_to_target_s: Amount | None  # the score in seconds (inference: None)
     accelerator_time_s: Amount | None  # time_to_target_s x accelerator_count: accelerator-seconds to train
-    energy_kj: Amount | None  # MLPerf Power: result_summarizer's olympic mean energy
+    energy_j: Amount | None  # MLPerf Power: result_summarizer's olympic mean energy, joules (docs/tta-json.md)
     energy_reason: str | None
     cost_usd: Amount | None  # DAWNBench: hours to target x costPerHour
     cost_per_hour: Amount | None

@@ -41,7 +41,7 @@ def _run(file, used=True, dropped=None, minutes=12.5, accuracy=(), rates=(), sam
                   score_reason=None if minutes is not None else "no run_stop", to_converge=None,
                   epochs_to_converge=36.0, samples_to_converge=36 * 1_281_167.0, samples_reason=samples_reason,
                   init_s=42.0, run_s=run_s, eval_s=30.0 if run_s else None, train_s=run_s - 30.0 if run_s else None,
-                  energy_kj=energy, energy_reason=None if energy is not None else "no MLPerf Power log",
+                  energy_j=energy, energy_reason=None if energy is not None else "no MLPerf Power log",
                   throughput=blocks, accuracy=points)
 
 
@@ -49,7 +49,7 @@ def _system(label, **fields) -> TtaSystem:
     base = dict(label=label, path=f"results/{label}/resnet", submitter="tinycorp", system=label, division="closed",
                 availability="available", framework="tinygrad", accelerator="NVIDIA H100", accelerator_count=8,
                 host_processors=2, score=None, score_unit="min", score_reason=None, time_to_target_s=None,
-                accelerator_time_s=None, energy_kj=None, energy_reason="no MLPerf Power log", cost_usd=None,
+                accelerator_time_s=None, energy_j=None, energy_reason="no MLPerf Power log", cost_usd=None,
                 cost_per_hour=None, cost_reason="MLPerf states no cost", latency_ms=None, cost_per_item_usd=None,
                 accuracy=None, epochs_to_target=None, to_converge=None, converge_unit="epochs",
                 global_batch_size=3264, rcp="Pass", rcp_scaling_factor=None, runs_required=5, runs=[],
@@ -60,17 +60,17 @@ def _system(label, **fields) -> TtaSystem:
 def mlperf_table() -> TtaTable:
     """ResNet: system A (the reference) 12.5 min on 8 GPUs with energy, system B without a score."""
     curve = [(150.0, 0.42), (300.0, 0.61), (450.0, 0.70), (600.0, 0.74), (750.0, 0.762)]
-    a_runs = [_run("result_0.txt", accuracy=curve, rates=(25_000.0, 26_000.0, 26_500.0), energy=1520.0),
+    a_runs = [_run("result_0.txt", accuracy=curve, rates=(25_000.0, 26_000.0, 26_500.0), energy=1.52e9),
               _run("result_1.txt", minutes=12.0, accuracy=[(p[0] * 0.96, p[1]) for p in curve],
-                   rates=(25_500.0, 26_400.0, 26_600.0), energy=1490.0),
+                   rates=(25_500.0, 26_400.0, 26_600.0), energy=1.49e9),
               _run("result_2.txt", used=False, dropped="fastest run (olympic mean)", minutes=11.0,
-                   accuracy=[(p[0] * 0.88, p[1]) for p in curve], rates=(27_000.0, None, 27_900.0), energy=1400.0)]
+                   accuracy=[(p[0] * 0.88, p[1]) for p in curve], rates=(27_000.0, None, 27_900.0), energy=1.40e9)]
     b_runs = [_run("result_0.txt", minutes=20.0, accuracy=[(400.0, 0.55), (1200.0, 0.760)], rates=(None, None),
                    samples_reason="no samples_count in the log"),
               _run("result_1.txt", used=False, dropped="did not converge: run_stop status aborted", minutes=None,
                    status="aborted", accuracy=[(400.0, 0.50), (800.0, 0.58)]),
               _run("result_2.txt", minutes=21.0)]
-    a = _system(LABEL, score=12.5, time_to_target_s=750.0, accelerator_time_s=6000.0, energy_kj=1530.0,
+    a = _system(LABEL, score=12.5, time_to_target_s=750.0, accelerator_time_s=6000.0, energy_j=1.53e9,
                 energy_reason=None, to_converge=36.0, runs=a_runs, ratio_time=1.0, ratio_accelerator_time=1.0,
                 ratio_energy=1.0)
     b = _system("mlcommons/dgx_b", accelerator="NVIDIA A100", accelerator_count=16, score_reason=NULL_REASON,
@@ -167,16 +167,16 @@ def test_time_bars_are_time_to_target_in_minutes(figures):
     assert f"mlcommons/dgx_b: time to target n/a — {NULL_REASON}" in _drawn_texts(fig)  # ...whole in the caption
 
 
-def test_energy_is_a_second_panel_in_kj(figures):
+def test_energy_is_a_second_panel_in_megajoules(figures):
     energy_ax = figures["tta-resnet-time"].axes[1]
-    assert [b.get_width() for b in _bars(energy_ax)] == [pytest.approx(1530.0)]
-    assert energy_ax.get_xlabel() == "energy to target (kJ)"
+    assert [b.get_width() for b in _bars(energy_ax)] == [pytest.approx(1530.0)]  # 1.53e9 J
+    assert energy_ax.get_xlabel() == "energy to target (MJ)"
     assert " n/a — no MLPerf Power log" in _texts(figures["tta-resnet-time"])
 
 
 def test_no_energy_panel_when_no_system_has_energy():
     table = mlperf_table()
-    table = replace(table, systems=[replace(s, energy_kj=None) for s in table.systems])
+    table = replace(table, systems=[replace(s, energy_j=None) for s in table.systems])
     result = replace(sample_tta(), tables=[table])
     assert len(tta_figures(result)["tta-resnet-time"].axes) == 1
 

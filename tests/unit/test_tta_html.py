@@ -64,7 +64,7 @@ def test_systems_show_their_formatted_figures(page):
     assert b[head.index("Score")] == f"n/a — {NULL_REASON}"
     assert a[head.index("Time × accelerators")] == "1.67 accelerator-h"  # 6,000 accelerator-seconds
     assert b[head.index("Time × accelerators")] == "n/a"  # the reason is the score's, said once
-    assert a[head.index("Energy")] == "1,530 kJ" and b[head.index("Energy")] == "n/a — no MLPerf Power log"
+    assert a[head.index("Energy")] == "1,530 MJ" and b[head.index("Energy")] == "n/a — no MLPerf Power log"
     assert a[head.index("Time / first")] == "1.00x" and b[head.index("Time / first")] == "n/a"
     assert [a[head.index("RCP")], b[head.index("RCP")]] == ["Pass", "Missing"]
     assert [a[head.index("Runs used")], b[head.index("Runs used")]] == ["2/3", "2/3"]
@@ -92,7 +92,7 @@ def test_each_system_lists_its_runs_in_a_collapsible_block(page):
     assert [r[head.index("Init")] for r in runs[1:]] == ["42.0 s"] * 3
     assert [r[head.index("Train")] for r in runs[1:]] == ["720 s", "690 s", "630 s"]
     assert [r[head.index("Eval")] for r in runs[1:]] == ["30.0 s"] * 3
-    assert [r[head.index("Energy")] for r in runs[1:]] == ["1,520 kJ", "1,490 kJ", "1,400 kJ"]
+    assert [r[head.index("Energy")] for r in runs[1:]] == ["1,520 MJ", "1,490 MJ", "1,400 MJ"]
     assert runs[1][head.index("Samples to converge")] == "46,122,012"
     assert "dropped — did not converge: run_stop status aborted" in page.text
 

@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from tbd.cli.commands.arguments import positive_float
 from tbd.cli.commands.output import (
     SavedJson,
@@ -18,6 +20,7 @@ from tbd.cli.commands.output import (
     check_output_file,
     check_outputs,
     printed_format,
+    stderr_console,
     write,
     write_output,
 )
@@ -60,7 +63,17 @@ def run(args: argparse.Namespace) -> int:
     if fmt == "html":
         html_path = Path(args.html) if args.html else check_output_file("--html", HTML_NAME, force=args.force,
                                                                        example=HTML_NAME)
-    result = analyse(args.paths, benchmark=args.benchmark, target=args.target, ruleset=args.ruleset)
+    console = stderr_console()
+    with Progress(TextColumn("scoring MLPerf benchmark folders"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True,
+                  disable=not console.is_terminal) as bar:
+        task = bar.add_task("", total=None)
+
+        def advance(done: int, total: int, what: str) -> None:
+            bar.update(task, completed=done, total=total, description=what[:40])
+
+        result = analyse(args.paths, benchmark=args.benchmark, target=args.target, ruleset=args.ruleset,
+                         progress=advance)
     if not result.tables:
         first = result.problems[0] if result.problems else None
         raise UsageError("nothing to score" + (f": {first.path}: {first.reason}" if first else ""),
