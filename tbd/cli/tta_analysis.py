@@ -240,8 +240,11 @@ def _mlperf_group(group: _Group, tables: dict, problems: list[TtaProblem], rules
     key = ("mlperf", name, chosen)
     if key not in tables:
         value, rule = scoring.quality_target(name, chosen)
+        notes = [] if _version_key(chosen) >= (1, 0, 0) else [
+            f"MLPerf {chosen} had no reference convergence points (RCPs came with 1.0.0): no RCP check, and no "
+            "samples to converge from it"]
         tables[key] = TtaTable(source="mlperf", benchmark=name, ruleset=chosen, ruleset_source=ruleset_source,
-                               metric="eval_accuracy", target=value, target_source=rule, systems=[], notes=[])
+                               metric="eval_accuracy", target=value, target_source=rule, systems=[], notes=notes)
     tables[key].systems.append(entry)
 
 
