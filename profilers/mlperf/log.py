@@ -64,6 +64,8 @@ def _event(text: str) -> tuple[Event | None, str]:
     key, time_ms = obj.get("key"), obj.get("time_ms")
     if not isinstance(key, str):
         return None, "no key"
+    if time_ms is None:  # Alibaba's v0.7 logs carry time_s, which mlperf-logging's parser does not read either
+        return None, "time_s instead of time_ms, which mlperf-logging reads" if "time_s" in obj else "no time_ms"
     if isinstance(time_ms, str):
         try:
             time_ms = float(time_ms)

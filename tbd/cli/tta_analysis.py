@@ -179,7 +179,7 @@ def _mlperf_group(group: _Group, tables: dict, problems: list[TtaProblem], rules
         try:
             logs[path] = read_log(path)
         except TbdError as exc:
-            problems.append(TtaProblem(str(path), str(exc)))
+            problems.append(TtaProblem.of(path, exc.one_line()))
     if not logs:
         return
     first = next(iter(logs.values()))

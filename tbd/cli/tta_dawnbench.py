@@ -23,7 +23,7 @@ def dawnbench_tables(entries: list[Path], problems: list[TtaProblem], *, benchma
         try:
             entry = read_entry(path)
         except TbdError as exc:
-            problems.append(TtaProblem(str(path), exc.one_line()))
+            problems.append(TtaProblem.of(path, exc.one_line()))
             continue
         task = entry.task or "unknown task"
         if benchmark is not None and benchmark.lower() not in (task.lower(), f"{task} {entry.phase}".lower()):

@@ -9,6 +9,7 @@ rest is still reported. Loading validates and raises `ResultFormatError` on anyt
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any
 
@@ -139,6 +140,12 @@ class TtaProblem:
 
     path: str
     reason: str
+
+    @classmethod
+    def of(cls, path: str | os.PathLike, text: str) -> "TtaProblem":
+        """The problem of `path`, its reason without the path an error's one line starts with."""
+        prefix = f"{os.fspath(path)}: "
+        return cls(os.fspath(path), text[len(prefix):] if text.startswith(prefix) else text)
 
 
 @dataclass(frozen=True)
