@@ -58,14 +58,19 @@ def run_timeline(log: RunLog) -> RunTimeline:
     run_s = _span(start, stop)
     init_s = _span(log.first("init_start"), log.first("init_stop"))
     origin = start.time_ms if start is not None else log.events[0].time_ms
-    end = stop.time_ms if stop is not None else None
-    eval_s = _eval_seconds(log.events, origin, end)
+    # The run is the events between run_start and run_stop in FILE order, as the RCP checker reads a
+    # log: stable_diffusion's evaluations run offline after training and are merged into the log
+    # before run_stop with later timestamps (Dell's v4.1 logs: run_stop at ...611029, evals to ...627873).
+    run = _in_run(log.events, start, stop)
+    eval_s = _eval_seconds(run)
     if eval_s is None and run_s is not None:
         notes.append("no eval_start/eval_stop pairs: the run's evaluation time is not logged")
     train_s = run_s - eval_s if run_s is not None and eval_s is not None and eval_s <= run_s else None
     train_samples = number(log.value("train_samples"))
-    accuracy = _accuracy(log.events, origin, end)
-    evals = [e for e in log.events if e.key == "eval_accuracy" and _within(e, origin, end)]
+    accuracy, left_out = _accuracy(run, origin)
+    if left_out:
+        notes.append(left_out)
+    evals = [e for e in run if e.key == "eval_accuracy"]
     last = _eval_point(evals[-1], origin) if evals else None
     epochs, samples, samples_reason = _to_converge(last, train_samples, status)
     throughput, why = _throughput(log.events, origin, train_samples)
@@ -81,16 +86,17 @@ def _span(begin: Event | None, end: Event | None) -> float | None:
     return (end.time_ms - begin.time_ms) / 1000.0
 
 
-def _within(event: Event, origin: float, end: float | None) -> bool:
-    return event.time_ms >= origin and (end is None or event.time_ms <= end)
+def _in_run(events: tuple[Event, ...], start: Event | None, stop: Event | None) -> tuple[Event, ...]:
+    """The events after run_start and up to the last run_stop, in file order (all of them without either)."""
+    first = next((i for i, e in enumerate(events) if e is start), 0)
+    last = next((i for i in range(len(events) - 1, -1, -1) if events[i] is stop), len(events) - 1)
+    return events[first:last + 1]
 
 
-def _eval_seconds(events: tuple[Event, ...], origin: float, end: float | None) -> float | None:
+def _eval_seconds(run: tuple[Event, ...]) -> float | None:
     """The eval_start -> eval_stop intervals inside the run, each start paired with the next stop."""
     total, opened, seen = 0.0, None, False
-    for event in events:
-        if not _within(event, origin, end):
-            continue
+    for event in run:
         if event.key == "eval_start":
             opened = event.time_ms
         elif event.key == "eval_stop" and opened is not None:
@@ -115,10 +121,18 @@ def _value(value: object) -> float | None:
     return number(value)
 
 
-def _accuracy(events: tuple[Event, ...], origin: float, end: float | None) -> list[AccuracyPoint]:
-    """The evaluations with a number to draw (the first metric of a dict of them)."""
-    return [_eval_point(e, origin) for e in events
-            if e.key == "eval_accuracy" and _within(e, origin, end) and _value(e.value) is not None]
+def _accuracy(run: tuple[Event, ...], origin: float) -> tuple[list[AccuracyPoint], str | None]:
+    """The evaluations with a number to draw, in time order, of one metric: the first of a dict of them
+    (maskrcnn's BBOX of {"BBOX", "SEGM"}), or of the metadata `metric` the first evaluation names
+    (stable_diffusion logs FID and CLIP as separate lines; one curve is one metric). And a note on
+    what was left out."""
+    evals = [e for e in run if e.key == "eval_accuracy" and _value(e.value) is not None]
+    names = [e.metadata.get("metric") if isinstance(e.metadata.get("metric"), str) else None for e in evals]
+    chosen = next((n for n in names if n is not None), None)
+    points = [_eval_point(e, origin) for e, n in zip(evals, names) if n is None or n == chosen]
+    others = sorted({n for n in names if n is not None and n != chosen})
+    note = f"accuracy curve of {chosen}; {', '.join(o[:20] for o in others)} not drawn" if others else None
+    return sorted(points, key=lambda p: p.seconds), note
 
 
 def _to_converge(last: AccuracyPoint | None, train_samples: float | None,

@@ -62,15 +62,16 @@ def _events(path: Path) -> list[dict]:
     return out
 
 
-def _summarizer(org: Path, tmp_path: Path) -> dict[tuple[str, str], dict]:
-    """mlperf-logging's summarize_results on a copy of the submitter folder: (system, benchmark) -> row."""
+def _summarizer(org: Path, tmp_path: Path) -> tuple[dict[tuple[str, str], dict], int]:
+    """mlperf-logging's summarize_results on a copy of the submitter folder: (system, benchmark) -> row,
+    and how many systems the tool itself failed on."""
     from mlperf_logging.result_summarizer import result_summarizer as rs
 
     copy = tmp_path / org.name
     shutil.copytree(org, copy, ignore=shutil.ignore_patterns("*.tsv", "*.py", "*.sh"))
-    rows = {}
+    rows, failed = {}, 0
     if not (copy / "systems").is_dir():
-        return rows  # the summarizer scores no system without its description
+        return rows, failed  # the summarizer scores no system without its description
     for system_dir in sorted(p for p in (copy / "results").iterdir() if p.is_dir()):
         # One system at a time, as summarize_results walks them, so a system that crashes the tool
         # (smc-ac-power's power logs) does not hide the others.
@@ -82,13 +83,14 @@ def _summarizer(org: Path, tmp_path: Path) -> dict[tuple[str, str], dict]:
             try:
                 _, _, detailed, _ = rs.summarize_results(str(single), "training", _ruleset(org))
             except Exception:  # noqa: BLE001 - the tool itself fails (smc-ac-power's power logs; v0.7 SIAT's
-                continue         # system JSON without "division": NameError inside its own error path)
+                failed += 1      # system JSON without "division": NameError inside its own error path)
+                continue
         for row in detailed.to_dict("records") if len(detailed) else []:
             for key, value in row.items():
                 if key.endswith(":time_to_train") and value == value and value is not None:
                     rows[(system_dir.name, key.split(":")[0])] = {
                         k.split(":")[1]: v for k, v in row.items() if k.startswith(key.split(":")[0] + ":")}
-    return rows
+    return rows, failed
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -102,7 +104,7 @@ def test_scores_equal_result_summarizers_and_the_folder_is_untouched(org, tmp_pa
     before = _digest(org)
     result = analyse([str(org)])
     assert _digest(org) == before  # the summarizer rewrites scaling.json: tbd runs it on a copy
-    expected = _summarizer(org, tmp_path)
+    expected, failed = _summarizer(org, tmp_path)
     ours = {(Path(s.path).parent.name, t.benchmark): s for t in result.tables for s in t.systems}
     compared = 0
     for key, row in expected.items():
@@ -115,14 +117,16 @@ def test_scores_equal_result_summarizers_and_the_folder_is_untouched(org, tmp_pa
         assert system.rcp == (row.get("RCP") or None)
         compared += 1
     assert compared == len(expected)
-    assert expected or not (org / "systems").is_dir() or any("result_summarizer" in p.reason for p in result.problems)
+    # Nothing compared only where the tool itself could not score (then tbd says why, or scores what
+    # the tool's own scoring function can: v0.7 SIAT) or there is no system description.
+    assert expected or failed or not (org / "systems").is_dir() or not result.tables
 
 
 @needs_data
 @pytest.mark.parametrize("org", SUBMITTERS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_each_run_equals_a_hand_count_and_the_used_runs_average_to_the_score(org):
     result = analyse([str(org)])
-    assert result.tables
+    assert result.tables or result.problems  # v0.7 Alibaba: time_s logs no tool reads, said per file
     for table in result.tables:
         for system in table.systems:
             for run in system.runs:
@@ -132,7 +136,10 @@ def test_each_run_equals_a_hand_count_and_the_used_runs_average_to_the_score(org
                 if run.score is not None:
                     assert run.score == pytest.approx((stops[-1]["time_ms"] - start) / 60000, rel=1e-12)
                 if stops and stops[-1]["metadata"].get("status") == "success":
-                    last = [e for e in events if e["key"] == "eval_accuracy"][-1]["metadata"]
+                    # The last evaluation before run_stop in the file, as MLPerf's RCP checker reads it
+                    # (Google's v0.7 JAX ssd logs evaluations after run_stop, asynchronously).
+                    before = events[:max(i for i, e in enumerate(events) if e["key"] == "run_stop")]
+                    last = [e for e in before if e["key"] == "eval_accuracy"][-1]["metadata"]
                     if "samples_count" in last:
                         assert run.samples_to_converge == last["samples_count"]
                     elif last.get("epoch_num", 0) < 100_000:
