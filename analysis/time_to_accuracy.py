@@ -98,3 +98,21 @@ def summarize_runs(runs: list[TtaRun]) -> RunSummary:
     rates = [b.samples_per_s for r in chosen for b in r.throughput if b.samples_per_s is not None]
     return RunSummary(mean([r.init_s for r in chosen]), mean([r.train_s for r in chosen]),
                       mean([r.eval_s for r in chosen]), statistics.median(rates) if rates else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    mean: float | None
+    minimum: float | None
+    median: float | None
+    maximum: float | None
+    cv_pct: float | None  # sample standard deviation / mean x 100; None for fewer than 2 values
+
+
+def spread(values: list[float]) -> Spread:
+    """Mean, min, median, max and coefficient of variation of the converged runs' times."""
+    if not values:
+        return Spread(None, None, None, None, None)
+    mean = statistics.fmean(values)
+    cv = statistics.stdev(values) / mean * 100.0 if len(values) > 1 and mean > 0 else None
+    return Spread(mean, min(values), statistics.median(values), max(values), cv)

@@ -11,7 +11,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tbd.core.tta_result import TtaResult, TtaRun, TtaTable
+from tbd.core.tta_result import TtaResult, TtaRun, TtaSystem, TtaTable
 from tbd.reports.console import NA, console_text, new_console, plain_table
 from tbd.reports.numbers import fmt_duration, fmt_sig
 from tbd.reports.printable import printable
@@ -54,6 +54,9 @@ def render_tta(result: TtaResult, *, width: int, color: bool | None) -> str:
         if table.source == "mlperf":
             out += [_mlperf_table(table), None, Text("Where the time went (mean of the runs counted)"),
                     _split_table(table)]
+        elif table.source == "tbd":
+            for system in table.systems:
+                out += [_runs_table(system), None, *_over_runs(system)]
         elif table.systems and table.systems[0].score_unit == "ms":
             out.append(_inference_table(table))
         else:
@@ -73,6 +76,8 @@ def _heading(table: TtaTable) -> str:
         where = f"MLPerf Training {table.ruleset} · {table.benchmark}"
         if table.ruleset_source and table.ruleset_source.startswith("assumed"):
             where += f" (ruleset {table.ruleset_source})"
+    elif table.source == "tbd":
+        return printable(f"tbd train · {table.benchmark} · {sum(len(s.runs) for s in table.systems)} runs")
     else:
         where = f"DAWNBench · {table.benchmark}"
     return printable(f"{where} · {len(table.systems)} system{'s' * (len(table.systems) != 1)} · ratios to {first}")
@@ -113,6 +118,36 @@ def _split_table(table: TtaTable) -> Table:
         t.add_row(printable(s.label), fmt_duration(s.init_s), fmt_duration(s.train_s), fmt_duration(s.eval_s),
                   converge, fmt_sig(s.samples_per_s, 4))
     return t
+
+
+def _runs_table(system: TtaSystem) -> Table:
+    """tbd train's runs: MLPerf's time (run_start to run_stop, eval included), DAWNBench's (without eval),
+    the terms of the run."""
+    t = plain_table()
+    t.add_column("Run")
+    for header in ("Status", "Time", "w/o eval", "Epochs", "Samples", "Eval", "Init"):
+        t.add_column(header, justify="right", no_wrap=True)
+    for r in system.runs:
+        without = r.run_s - r.eval_s if r.run_s is not None and r.eval_s is not None else None
+        t.add_row(_name(r).replace("result_", "").replace(".txt", ""),
+                  (r.status or NA) + ("" if r.used or r.status != "success" else " (dropped)"),
+                  fmt_duration(r.run_s), fmt_duration(without), fmt_sig(r.epochs_to_converge, 4),
+                  fmt_sig(r.samples_to_converge, 4), fmt_duration(r.eval_s), fmt_duration(r.init_s))
+    return t
+
+
+def _over_runs(s: TtaSystem) -> list[RenderableType]:
+    lines = [f"Time to target (MLPerf olympic mean): {fmt_score(s.score, 'min') if s.score is not None else NA}"
+             + (f" ({s.score_reason})" if s.score is None and s.score_reason else ""),
+             f"Converged runs: min {fmt_duration(s.time_min_s)}, median {fmt_duration(s.time_median_s)}, "
+             f"max {fmt_duration(s.time_max_s)}, coefficient of variation {fmt_sig(s.time_cv_pct, 3)} %",
+             f"Term by term (means): {fmt_sig(s.samples_to_target, 4)} samples to target at "
+             f"{fmt_sig(s.samples_per_s, 4)} samples/s (median epoch) -> {fmt_duration(s.train_s)} training, + "
+             f"{fmt_duration(s.eval_s)} evaluation = time to target; init {fmt_duration(s.init_s)} (untimed); "
+             f"without evaluation (DAWNBench) {fmt_duration(s.time_without_eval_s)}",
+             f"Cost to target: {fmt_usd(s.cost_usd) if s.cost_usd is not None else f'{NA} ({s.cost_reason})'}; "
+             f"inference latency at accuracy: {fmt_sig(s.latency_ms, 3)} ms per item (held-out, one at a time)"]
+    return [Text(printable(line), overflow="fold") for line in lines]
 
 
 def _dawnbench_table(table: TtaTable) -> Table:

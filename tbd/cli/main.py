@@ -10,7 +10,7 @@ import sys
 import traceback
 
 from tbd import __version__
-from tbd.cli.commands import analyze, compare, env, gpus, kernels, profile, report, suite, sweep, tta
+from tbd.cli.commands import analyze, compare, env, gpus, kernels, profile, report, suite, sweep, train, tta
 from tbd.core.errors import TbdError, UsageError
 
 COMMANDS = {
@@ -22,6 +22,8 @@ COMMANDS = {
     "compare": (compare, "runs or traces side by side: every figure with its ratio to the first, op-by-op time "
                          "deltas, the peak ratio against the measured one"),
     "sweep": (sweep, "profile one workload at several batch sizes, or find the largest batch that fits"),
+    "train": (train, "train a suite model on real data to a quality target, N runs, logged the MLPerf way (MLPerf "
+                     "result logs, DAWNBench entries): time to accuracy, term by term"),
     "tta": (tta, "time to accuracy from MLPerf Training submissions and DAWNBench entries, systems side by side, "
                  "scored as mlperf-logging's result_summarizer and DAWNBench's rules score them"),
     "report": (report, "render a saved profile, sweep, comparison or time-to-accuracy result again"),

@@ -22,12 +22,14 @@ from tbd.analysis.mlperf_runs import run_timeline
 from tbd.analysis.time_to_accuracy import olympic_verdicts, summarize_runs, with_ratios
 from tbd.cli.tta_dawnbench import dawnbench_tables
 from tbd.core.errors import TbdError, UsageError
-from tbd.core.targets import Kind, sniff
+from tbd.core.targets import Kind, read_result, sniff
 from tbd.core.tta_records import RunLog
 from tbd.core.tta_result import TtaProblem, TtaResult, TtaRun, TtaSystem, TtaTable
 from tbd.profilers.mlperf import scoring
 from tbd.profilers.mlperf.log import MAX_LOG_BYTES, read_log
 
+#: What a `tbd train` directory holds: its result (tbd/cli/commands/train.py writes it).
+TRAIN_RESULT = "tta.json"
 #: A folder walk visits at most this many entries, this many folders deep.
 MAX_WALK_ENTRIES = 200_000
 MAX_WALK_DEPTH = 10
@@ -62,9 +64,19 @@ def analyse(paths: list[str], *, benchmark: str | None = None, target: float | N
     problems: list[TtaProblem] = []
     groups: dict[Path, _Group] = {}
     entries: list[Path] = []
+    trained: list[Path] = []
     for given in paths:
-        _collect(Path(given), groups, entries, problems)
+        _collect(Path(given), groups, entries, trained, problems)
     tables: dict[tuple[str, str, str | None], TtaTable] = {}
+    for path in trained:
+        try:
+            saved = TtaResult.from_dict(read_result(path, Kind.TTA_JSON, "a `tbd train` directory's tta.json"))
+        except TbdError as exc:
+            problems.append(TtaProblem.of(path, exc.one_line()))
+            continue
+        for table in saved.tables:
+            if benchmark is None or table.benchmark.split(" on ")[0] == benchmark:
+                tables.setdefault(("tbd", f"{table.benchmark} ({path.parent.name})", None), table)
     for i, group in enumerate(groups.values()):
         if progress is not None:
             progress(i, len(groups), f"{group.folder.parent.name}/{group.folder.name}")
@@ -86,7 +98,8 @@ def analyse(paths: list[str], *, benchmark: str | None = None, target: float | N
 
 # --- finding the inputs -----------------------------------------------------------------------
 
-def _collect(path: Path, groups: dict[Path, _Group], entries: list[Path], problems: list[TtaProblem]) -> None:
+def _collect(path: Path, groups: dict[Path, _Group], entries: list[Path], trained: list[Path],
+             problems: list[TtaProblem]) -> None:
     if not path.is_dir():
         found = sniff(path)
         if found.kind is Kind.MLPERF_LOG:
@@ -97,6 +110,9 @@ def _collect(path: Path, groups: dict[Path, _Group], entries: list[Path], proble
             entries.append(path)
         else:
             problems.append(TtaProblem(str(path), f"not an MLPerf result log or DAWNBench entry: {found.description}"))
+        return
+    if (path / TRAIN_RESULT).is_file() and sniff(path / TRAIN_RESULT).kind is Kind.TTA_JSON:
+        trained.append(path / TRAIN_RESULT)  # a `tbd train` directory: its own result, not its logs again
         return
     before = (len(groups), len(entries))
     visited, pending = 0, [(path, 0)]

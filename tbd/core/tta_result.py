@@ -18,8 +18,8 @@ from tbd.core.errors import ResultFormatError
 from tbd.core.field_checks import VERSION_TAG, Amount, Count, Delta
 
 TTA_SCHEMA = "tbd.tta/1"
-#: Where a table's systems come from.
-SOURCES = ("mlperf", "dawnbench")
+#: Where a table's systems come from: published MLPerf or DAWNBench results, or `tbd train` here.
+SOURCES = ("mlperf", "dawnbench", "tbd")
 #: The unit a system's score is stated in by its source's own rules: MLPerf's result_summarizer
 #: prints minutes, a DAWNBench TSV gives hours, a DAWNBench inference entry milliseconds per item.
 SCORE_UNITS = ("min", "h", "ms")
@@ -117,6 +117,14 @@ class TtaSystem:
     train_s: Amount | None = None
     eval_s: Amount | None = None
     samples_per_s: Amount | None = None
+    # `tbd train`: the spread of the converged runs' times to target, and the DAWNBench rule's time
+    # (evaluation left out), the mean over them.
+    time_min_s: Amount | None = None
+    time_median_s: Amount | None = None
+    time_max_s: Amount | None = None
+    time_cv_pct: Amount | None = None
+    time_without_eval_s: Amount | None = None
+    samples_to_target: Amount | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,91 @@
+"""`tbd train MODEL`: train a suite model on real data to a quality target, N runs, logged the MLPerf way.
+
+The task of each model (its data, metric and default target) is in models/tasks/catalog.py and
+listed by `--help`; docs/train.md says how each figure is obtained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from tbd.cli import registry
+from tbd.cli.commands.arguments import positive_float, positive_int
+from tbd.cli.commands.output import add_output_arguments, check_outputs, printed_format, stderr_console, write_output
+from tbd.cli.orchestrate import prepare_out_dir
+from tbd.cli.train_run import TrainOptions, train
+from tbd.core.errors import InterruptedRun, UsageError
+from tbd.models.tasks.catalog import NO_TASK, TASKS
+from tbd.reports.renderers import renderer_for
+
+#: The file every `tbd train` directory holds; --force replaces only a folder that has it.
+MARKER = "tta.json"
+
+
+def _tasks_help() -> str:
+    have = "; ".join(f"{m}: {t.task}, {t.metric} >= {t.target:g}" for m, t in TASKS.items())
+    lacking = "; ".join(f"{m}: {why}" for m, why in NO_TASK.items())
+    return f"models with a task: {have}. Without one yet: {lacking}"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = _tasks_help()
+    p.add_argument("model", help=f"suite model with a task ({', '.join(TASKS)})")
+    p.add_argument("--framework", default="pytorch", help="pytorch (the only one tbd train runs in this version)")
+    p.add_argument("--target", type=positive_float, default=None, metavar="VALUE",
+                   help="quality target on the held-out split, in the metric's own scale (default: the task's)")
+    p.add_argument("--metric", default=None, metavar="NAME", help="the task's metric (the only one offered)")
+    p.add_argument("--runs", type=positive_int, default=3,
+                   help="runs with seeds SEED, SEED+1, ... (default 3: MLPerf's olympic mean needs 3)")
+    p.add_argument("--batch", type=positive_int, default=64, help="global batch size (default 64)")
+    p.add_argument("--max-epochs", type=positive_int, default=50,
+                   help="a run that has not reached the target after this many epochs stops as not converged")
+    p.add_argument("--size", choices=("full", "test"), default="test",
+                   help="test (the suite's CI-size network, default: minutes on a CPU) or full (the variant's real "
+                        "depths and widths)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cost-per-hour", type=positive_float, default=None, metavar="USD",
+                   help="price of the machine per hour: cost to target = hours x USD")
+    p.add_argument("--out", type=Path, default=None,
+                   help="run directory (default runs/train-<model>-b<batch>-<time>)")
+    add_output_arguments(p, json="print the result as JSON (schema tbd.tta/1, docs/tta-json.md)",
+                         csv="print one CSV row for the runs together and one per run",
+                         force="replace a previous tbd train directory in --out (a folder without one is never "
+                               "emptied)")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_outputs(args)
+    if args.model not in registry.MODELS:
+        raise UsageError(f"unknown model {args.model!r}", hint=f"one of {', '.join(TASKS)}")
+    spec = TASKS.get(args.model)
+    if spec is None:
+        raise UsageError(f"{args.model} has no tbd train task: {NO_TASK.get(args.model, 'none')}",
+                         hint=f"models with a task: {', '.join(TASKS)}")
+    if args.framework != "pytorch":
+        raise UsageError(f"tbd train runs PyTorch only in this version, not {args.framework}",
+                         hint="leave out --framework")
+    if args.metric is not None and args.metric != spec.metric:
+        raise UsageError(f"{args.model}'s task measures {spec.metric}, not {args.metric}",
+                         hint=f"leave out --metric, or give --metric {spec.metric}")
+    target = args.target if args.target is not None else spec.target
+    if spec.metric == "top1" and not 0 < target <= 1:
+        raise UsageError(f"--target {target:g} is not an accuracy fraction", hint="e.g. --target 0.97")
+    out = args.out or Path("runs") / f"train-{args.model}-b{args.batch}-{time.strftime('%Y%m%d-%H%M%S')}"
+    prepare_out_dir(out, args.force, MARKER, "tbd train directory")
+    options = TrainOptions(args.model, spec, args.runs, args.batch, args.max_epochs, target, args.size, args.seed,
+                           args.cost_per_hour, out)
+    console = stderr_console()
+    with Progress(SpinnerColumn(), TextColumn(f"training {args.model} to {spec.metric} >= {target:g}:"),
+                  TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True,
+                  disable=not console.is_terminal) as bar:
+        task = bar.add_task("", total=None)
+        try:
+            result = train(options, progress=lambda what: bar.update(task, description=what))
+        except KeyboardInterrupt:
+            raise InterruptedRun(f"interrupted: the runs done so far are in {out / MARKER}") from None
+    write_output(renderer_for(result), printed_format(args))
+    return 0

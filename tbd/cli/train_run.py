@@ -1,0 +1,211 @@
+"""`tbd train`: N runs of a suite model on its real-data task, each to the quality target, logged the MLPerf way.
+
+Each run (seed `seed + i`) is timed and logged as MLPerf Training defines it, with mlperf-logging's
+mllog (profilers/mlperf/writer.py): init_start/init_stop around building the model and loading the
+data (untimed), run_start, then per epoch epoch_start/epoch_stop (with samples_count) and
+eval_start/eval_accuracy/eval_stop on the held-out split, until the target is reached (run_stop
+status "success") or `max_epochs` pass ("aborted"). The run directory holds:
+
+    results/<system>/<model>/result_N.txt   one MLPerf log per run
+    dawnbench/<model>_run<N>.json, .tsv     the same run as a DAWNBench entry (epoch, hours, accuracy)
+    tta.json                                the TtaResult (`tbd report` renders it again)
+
+The figures come from reading those logs back with the same reader and analysis as `tbd tta`
+(profilers/mlperf/log.py, analysis/mlperf_runs.py), so what tbd reports of its own runs is what it
+would report of anyone's. Over the runs, the score is MLPerf's olympic mean, computed by
+mlperf-logging's own `_compute_olympic_average` (a run that did not converge is dropped as the
+slowest; two are a failed score).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tbd.analysis.mlperf_runs import run_timeline
+from tbd.analysis.time_to_accuracy import olympic_verdicts, spread, summarize_runs
+from tbd.core import rundir
+from tbd.core.tta_result import TtaResult, TtaRun, TtaSystem, TtaTable
+from tbd.models.tasks import digits
+from tbd.models.tasks.catalog import TaskSpec
+from tbd.profilers.dawnbench.writer import write_entry
+from tbd.profilers.mlperf import scoring
+from tbd.profilers.mlperf.log import read_log
+from tbd.profilers.mlperf.writer import RunLog
+
+SYSTEM = "local"
+#: MLPerf Training drops this many runs at each end of the olympic mean (all benchmarks but unet3d).
+MAX_DROPPED = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+    model: str
+    spec: TaskSpec
+    runs: int
+    batch: int
+    max_epochs: int
+    target: float
+    size: str
+    seed: int
+    cost_per_hour: float | None
+    out: Path
+
+
+def train(options: TrainOptions, progress: Callable[[str], None] | None = None) -> TtaResult:
+    """Run the N runs into `options.out` and return their TtaResult (also saved as tta.json).
+
+    A Ctrl-C ends the current run as "aborted" (its log kept, without a success) and the result
+    holds the runs done so far; KeyboardInterrupt is raised again once the result is saved.
+    """
+    bench = options.out / "results" / SYSTEM / options.model
+    bench.mkdir(parents=True, exist_ok=True)
+    (options.out / "dawnbench").mkdir(exist_ok=True)
+    runs: list[TtaRun] = []
+    latencies: list[float] = []
+    interrupted = False
+    for i in range(options.runs):
+        if progress is not None:
+            progress(f"run {i + 1} of {options.runs}")
+        path, rows, latency, interrupted = _one_run(options, i, bench / f"result_{i}.txt")
+        write_entry(options.out / "dawnbench" / f"{options.model}_run{i}", {
+            "author": "tbd train", "model": options.model, "hardware": platform.processor() or platform.machine(),
+            "framework": "PyTorch", "timestamp": time.strftime("%Y-%m-%d"),
+            **({"costPerHour": options.cost_per_hour} if options.cost_per_hour is not None else {})},
+            rows, "top1Accuracy")
+        timeline = run_timeline(read_log(path))
+        runs.append(_run(path, timeline))
+        if latency is not None:
+            latencies.append(latency)
+        if interrupted:
+            break
+    result = _result(options, runs, latencies, interrupted)
+    rundir.atomic_write_json(options.out / "tta.json", result.to_dict())
+    if interrupted:
+        raise KeyboardInterrupt
+    return result
+
+
+def _one_run(options: TrainOptions, index: int, path: Path) -> tuple[Path, list, float | None, bool]:
+    log = RunLog(path)
+    seed = options.seed + index
+    rows: list[tuple[int, float, float]] = []
+    status, interrupted, latency = "aborted", False, None
+    try:
+        for key, value in (("submission_org", "tbd"), ("submission_platform", platform.node() or SYSTEM),
+                           ("submission_division", "open"), ("submission_status", "research"),
+                           ("submission_benchmark", options.model)):
+            log.event(key, value)
+        log.event("cache_clear", True)
+        log.start("init_start")
+        log.event("seed", seed)
+        task = digits.build(options.model, options.batch, seed, options.size)
+        log.event("global_batch_size", options.batch)
+        log.event("train_samples", task.train_samples)
+        log.event("eval_samples", task.eval_samples)
+        for key, value in task.hyperparameters.items():
+            log.event(key, value)
+        log.end("init_stop")
+        log.start("run_start")
+        started = time.monotonic()
+        samples = 0
+        for epoch in range(1, options.max_epochs + 1):
+            log.start("epoch_start", epoch_num=epoch)
+            samples += task.train_epoch()
+            log.end("epoch_stop", epoch_num=epoch, samples_count=samples)
+            log.start("eval_start", epoch_num=epoch)
+            accuracy = task.evaluate()
+            log.event("eval_accuracy", accuracy, epoch_num=epoch)
+            log.end("eval_stop", epoch_num=epoch)
+            rows.append((epoch, (time.monotonic() - started) / 3600.0, accuracy * 100.0))
+            if accuracy >= options.target:
+                status = "success"
+                break
+        log.end("run_stop", status=status)
+    except KeyboardInterrupt:
+        log.end("run_stop", status="aborted")
+        interrupted = True
+    finally:
+        log.close()
+    if status == "success":
+        latency = task.latency_per_item_s()  # after run_stop: DAWNBench times inference apart
+    return path, rows, latency, interrupted
+
+
+def _run(path: Path, timeline) -> TtaRun:
+    minutes = timeline.run_s / 60.0 if timeline.status == "success" and timeline.run_s is not None else None
+    return TtaRun(
+        file=str(path), used=minutes is not None, dropped_reason=None, status=timeline.status, score=minutes,
+        score_reason=None if minutes is not None else f"did not reach the target (run_stop: {timeline.status})",
+        to_converge=timeline.epochs_to_converge, epochs_to_converge=timeline.epochs_to_converge,
+        samples_to_converge=timeline.samples_to_converge, samples_reason=timeline.samples_reason,
+        init_s=timeline.init_s, run_s=timeline.run_s, eval_s=timeline.eval_s, train_s=timeline.train_s,
+        energy_j=None, energy_reason="not measured by tbd train in this version", throughput=timeline.throughput,
+        accuracy=timeline.accuracy, notes=timeline.notes)
+
+
+def _result(options: TrainOptions, runs: list[TtaRun], latencies: list[float], interrupted: bool) -> TtaResult:
+    from mlperf_logging.result_summarizer import result_summarizer as rs
+
+    run_min = {Path(r.file).name: r.score for r in runs if r.score is not None}
+    dropped = {Path(r.file).name: r.score_reason or "did not converge" for r in runs if r.score is None}
+    score, reason = None, None
+    if len(dropped) > MAX_DROPPED:
+        reason = f"{len(dropped)} runs did not reach the target; MLPerf allows {MAX_DROPPED}"
+    elif len(runs) >= 2 * MAX_DROPPED + 1:
+        score = rs._compute_olympic_average(list(run_min.values()), len(dropped), MAX_DROPPED)
+    elif run_min:
+        reason = f"{len(runs)} run{'s' * (len(runs) != 1)}: the olympic mean needs {2 * MAX_DROPPED + 1} (--runs)"
+    else:
+        reason = "no run reached the target"
+    verdicts, note = olympic_verdicts(run_min, dropped, MAX_DROPPED, 1.0, score)
+    runs = [dataclasses.replace(r, used=verdicts[Path(r.file).name].used if score is not None else r.used,
+                                dropped_reason=verdicts[Path(r.file).name].reason if score is not None
+                                else r.score_reason) for r in runs]
+    converged = [r for r in runs if r.score is not None]
+    times = spread([r.run_s for r in converged])
+    # The terms of the time to target over the runs the score counts (all converged ones without a score).
+    counted = [r for r in converged if r.used] or converged
+    summary = summarize_runs(counted)
+    time_s = score * 60.0 if score is not None else None
+    without_eval = spread([r.run_s - r.eval_s for r in counted if r.eval_s is not None])
+    notes = [n for n in (note,) if n]
+    if score is None and times.mean is not None:
+        notes.append(f"mean of the {len(converged)} converged run{'s' * (len(converged) != 1)}: "
+                     f"{times.mean / 60:.4g} min (not an MLPerf score: {reason})")
+    if interrupted:
+        notes.append("interrupted: the runs done so far")
+    spec = options.spec
+    system = TtaSystem(
+        label=f"tbd train {options.model} (batch {options.batch}, {options.size})", path=str(options.out),
+        submitter="tbd", system=SYSTEM, division="open", availability="research", framework="PyTorch",
+        accelerator=platform.processor() or platform.machine() or None, accelerator_count=None,
+        host_processors=None, score=score, score_unit="min", score_reason=reason, time_to_target_s=time_s,
+        accelerator_time_s=None, energy_j=None, energy_reason="not measured by tbd train in this version",
+        cost_usd=time_s / 3600.0 * options.cost_per_hour if time_s is not None and options.cost_per_hour else None,
+        cost_per_hour=options.cost_per_hour,
+        cost_reason=None if options.cost_per_hour else "no --cost-per-hour",
+        latency_ms=_mean(latencies) * 1000.0 if latencies else None, cost_per_item_usd=None,
+        accuracy=None, epochs_to_target=_mean([r.epochs_to_converge for r in counted
+                                                          if r.epochs_to_converge is not None]),
+        to_converge=None, converge_unit=None, global_batch_size=float(options.batch), rcp=None,
+        rcp_scaling_factor=None, runs_required=None, runs=runs, ratio_time=1.0 if time_s else None,
+        ratio_accelerator_time=None, ratio_energy=None, ratio_cost=None, notes=notes,
+        init_s=summary.init_s, train_s=summary.train_s, eval_s=summary.eval_s, samples_per_s=summary.samples_per_s,
+        time_min_s=times.minimum, time_median_s=times.median, time_max_s=times.maximum, time_cv_pct=times.cv_pct,
+        time_without_eval_s=without_eval.mean,
+        samples_to_target=_mean([r.samples_to_converge for r in counted
+                                           if r.samples_to_converge is not None]))
+    table = TtaTable(source="tbd", benchmark=f"{options.model} on {spec.task}", ruleset=None, ruleset_source=None,
+                     metric=spec.metric, target=options.target,
+                     target_source=f"{spec.metric} >= {options.target:g} on the held-out split ({spec.data})",
+                     systems=[system], notes=[])
+    return TtaResult(sources=[str(options.out)], tables=[table], problems=[],
+                     tool={"mlperf-logging": scoring.tool_version()})
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None

@@ -1,0 +1,94 @@
+"""`tbd train` on real data (scikit-learn's bundled digits): runs reach the target, each logged with
+mlperf-logging's mllog so that its parser reads it, and every figure checked against the logs by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tbd.cli.main import main
+from tbd.core.tta_result import TtaResult
+from tbd.profilers.dawnbench.reader import read_entry
+
+
+def _events(path: Path) -> list[dict]:
+    return [json.loads(line.split(":::MLLOG ", 1)[1]) for line in path.read_text().splitlines() if ":::MLLOG" in line]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("train") / "run"
+    assert main(["train", "resnet50", "--runs", "3", "--batch", "64", "--out", str(out), "--cost-per-hour", "2"]) == 0
+    return out
+
+
+def test_three_runs_reach_the_target_and_the_score_is_the_olympic_mean(trained):
+    result = TtaResult.from_dict(json.loads((trained / "tta.json").read_text()))
+    (table,) = result.tables
+    assert (table.source, table.metric, table.target) == ("tbd", "top1", 0.97)
+    (system,) = table.systems
+    logs = sorted((trained / "results" / "local" / "resnet50").glob("result_*.txt"))
+    assert len(logs) == 3 and len(system.runs) == 3
+    minutes = []
+    for log, run in zip(logs, system.runs):
+        events = _events(log)
+        keys = [e["key"] for e in events]
+        for key in ("submission_benchmark", "seed", "global_batch_size", "train_samples", "init_start", "init_stop",
+                    "run_start", "epoch_start", "epoch_stop", "eval_start", "eval_accuracy", "eval_stop", "run_stop"):
+            assert key in keys, key
+        start = next(e["time_ms"] for e in events if e["key"] == "run_start")
+        stop = next(e for e in events if e["key"] == "run_stop")
+        assert stop["metadata"]["status"] == "success"
+        last = [e for e in events if e["key"] == "eval_accuracy"][-1]
+        assert last["value"] >= 0.97 and run.epochs_to_converge == last["metadata"]["epoch_num"]
+        assert run.samples_to_converge == last["metadata"]["epoch_num"] * 1437  # 80 % of 1,797, stratified
+        assert run.score == pytest.approx((stop["time_ms"] - start) / 60000, rel=1e-12)
+        minutes.append(run.score)
+        # mlperf-logging's own parser reads every line.
+        from mlperf_logging.compliance_checker.mlp_parser import parse_file
+        lines, failed = parse_file(str(log), "4.0.0")
+        assert failed == [] and len(lines) == len(events)
+    # The olympic mean of three runs is the middle one.
+    assert system.score == pytest.approx(sorted(minutes)[1], rel=1e-12)
+    assert [r.used for r in system.runs] == [m == sorted(minutes)[1] for m in minutes]
+    assert system.time_min_s == pytest.approx(min(minutes) * 60) and system.time_max_s == pytest.approx(max(minutes) * 60)
+    assert system.cost_usd == pytest.approx(system.score / 60 * 2)
+    assert system.latency_ms is not None and system.latency_ms > 0
+
+
+def test_each_run_is_also_a_dawnbench_entry(trained):
+    entry = read_entry(trained / "dawnbench" / "resnet50_run0.json")
+    assert entry.cost_per_hour == 2 and entry.rows
+    assert entry.rows[-1].metrics["top1Accuracy"] >= 97.0
+    assert all(r.metrics["top1Accuracy"] < 97.0 for r in entry.rows[:-1])  # it stopped at the first at target
+
+
+def test_tbd_tta_reads_a_train_directory(trained, capsys):
+    assert main(["tta", str(trained), "--json"]) == 0
+    result = TtaResult.from_dict(json.loads(capsys.readouterr().out))
+    assert [t.source for t in result.tables] == ["tbd"] and result.problems == []
+
+
+def test_runs_that_never_reach_the_target_give_no_score(tmp_path):
+    out = tmp_path / "run"
+    assert main(["train", "resnet50", "--runs", "2", "--max-epochs", "1", "--target", "0.999", "--out", str(out),
+                 "--json"]) == 0
+    result = TtaResult.from_dict(json.loads((out / "tta.json").read_text()))
+    (system,) = result.tables[0].systems
+    assert system.score is None and system.score_reason == "2 runs did not reach the target; MLPerf allows 1"
+    assert [r.status for r in system.runs] == ["aborted", "aborted"]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["seq2seq"], "seq2seq has no tbd train task: not yet"),
+    (["nope"], "unknown model 'nope'"),
+    (["resnet50", "--framework", "mxnet"], "runs PyTorch only"),
+    (["resnet50", "--metric", "bleu"], "measures top1, not bleu"),
+    (["resnet50", "--target", "97"], "is not an accuracy fraction"),
+])
+def test_bad_requests_are_one_line(argv, said, capsys, tmp_path):
+    assert main(["train", *argv, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1
