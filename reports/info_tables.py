@@ -142,6 +142,17 @@ def render_suite(rows: list[dict], *, width: int = 120) -> str:
         if term not in cells.values():  # a legend line for a cell the table does not hold is noise
             continue
         legend.add_row(Text(f"{term}:", style="dim"), Text(meaning, style="dim"))
+    # tbd train's tasks in one line per kind of task: the suite stays one screen; `tbd train --help`
+    # gives each model without a task its reason.
+    tasks: dict[str, list[str]] = {}
+    for name, r in models.items():
+        if r.get("task"):
+            tasks.setdefault(r["task"], []).append(name)
+    lines = [f"{', '.join(names)}: {task}" for task, names in tasks.items()]
+    without = [name for name, r in models.items() if not r.get("task")]
+    if without:
+        lines.append(f"{len(without)} not yet (`tbd train --help`)")
+    train = Text(printable("tbd train: " + "; ".join(lines)), style="dim")
     console = new_console(width, False)
     return console_text(console, [Text("The TBD suite: models x frameworks", style="bold"), runs, legend, None,
-                                  about])
+                                  about, None, train])

@@ -54,6 +54,8 @@ def render_tta(result: TtaResult, *, width: int, color: bool | None) -> str:
         if table.source == "mlperf":
             out += [_mlperf_table(table), None, Text("Where the time went (mean of the runs counted)"),
                     _split_table(table)]
+        elif table.source == "tbd" and len(table.systems) > 1:
+            out.append(_batch_table(table))
         elif table.source == "tbd":
             for system in table.systems:
                 out += [_runs_table(system), None, *_over_runs(system)]
@@ -117,6 +119,22 @@ def _split_table(table: TtaTable) -> Table:
         converge = NA if s.to_converge is None else f"{fmt_sig(s.to_converge, 4)} {s.converge_unit or ''}".rstrip()
         t.add_row(printable(s.label), fmt_duration(s.init_s), fmt_duration(s.train_s), fmt_duration(s.eval_s),
                   converge, fmt_sig(s.samples_per_s, 4))
+    return t
+
+
+def _batch_table(table: TtaTable) -> Table:
+    """`tbd sweep --tta`: each batch's time to target (olympic mean) beside its throughput."""
+    t = plain_table()
+    t.add_column("Batch", justify="right")
+    for header in ("Time", "x", "Samples/s", "Epochs", "Samples", "Converged", "CV"):
+        t.add_column(header, justify="right", no_wrap=True)
+    for s in table.systems:
+        converged = sum(r.status == "success" for r in s.runs)
+        t.add_row(NA if s.global_batch_size is None else f"{s.global_batch_size:.0f}",
+                  fmt_duration(s.time_to_target_s) if s.score is not None else
+                  f"{NA}*", fmt_ratio(s.ratio_time), fmt_sig(s.samples_per_s, 4), fmt_sig(s.epochs_to_target, 3),
+                  fmt_sig(s.samples_to_target, 4), f"{converged}/{len(s.runs)}",
+                  NA if s.time_cv_pct is None else f"{fmt_sig(s.time_cv_pct, 3)} %")
     return t
 
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 #: How each source is named in a title.
-SOURCE_NAMES = {"mlperf": "MLPerf Training", "dawnbench": "DAWNBench"}
+SOURCE_NAMES = {"mlperf": "MLPerf Training", "dawnbench": "DAWNBench", "tbd": "tbd train"}
 #: Units of a time axis: (the largest value from which it is used, seconds per unit, name).
 TIME_UNITS = ((2 * 3600, 3600, "h"), (2 * 60, 60, "min"), (0, 1, "s"))
 #: Style of a run counted in its system's score, and of a run dropped from it.
@@ -115,7 +115,51 @@ def tta_table_figures(table: TtaTable, slug: str) -> dict[str, Figure]:
     throughput = throughput_figure(table)
     if throughput is not None:
         figures[f"tta-{slug}-throughput"] = throughput
+    batches = batch_sweep_figure(table)
+    if batches is not None:
+        figures[f"tta-{slug}-batch"] = batches
     return figures
+
+
+def batch_sweep_figure(table: TtaTable) -> Figure | None:
+    """`tbd sweep --tta`: throughput and time to target against batch size, on one batch axis.
+
+    Args: table: a "tbd" table whose systems are batch sizes (`global_batch_size`); each system's
+        `samples_per_s` (median epoch of the runs counted) and `time_to_target_s` (olympic mean;
+        a batch without one is marked n/a), its converged runs' min and max as the bar of the point.
+    Returns: the Figure, or None for a table that is not a batch sweep.
+    """
+    points = [s for s in table.systems if s.global_batch_size is not None]
+    if table.source != "tbd" or len({s.global_batch_size for s in points}) < 2:
+        return None
+    fig = new_figure(9.5, 4.5)
+    ax = fig.add_subplot()
+    batch = [s.global_batch_size for s in points]
+    ax.plot(batch, [math.nan if s.samples_per_s is None else s.samples_per_s for s in points],
+            color=SERIES_COLOURS[0], marker="o", label="throughput (samples/s)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(batch, [f"{b:.0f}" for b in batch])
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("throughput (samples/s)", color=SERIES_COLOURS[0])
+    ax.set_ylim(bottom=0)
+    right = ax.twinx()
+    minutes = [math.nan if s.time_to_target_s is None else s.time_to_target_s for s in points]
+    low = [0.0 if s.time_min_s is None or s.time_to_target_s is None else s.time_to_target_s - s.time_min_s
+           for s in points]
+    high = [0.0 if s.time_max_s is None or s.time_to_target_s is None else s.time_max_s - s.time_to_target_s
+            for s in points]
+    right.errorbar(batch, minutes, yerr=[low, high], color=SERIES_COLOURS[1], marker="s", capsize=4,
+                   label="time to target (s): olympic mean, bar min to max")
+    right.set_ylabel("time to target (s)", color=SERIES_COLOURS[1])
+    right.set_ylim(bottom=0)
+    ax.set_title(plain_text(table_title(table, "Throughput and time to target against batch size")), loc="left")
+    ax.grid(True, alpha=0.3)
+    handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize="small")
+    add_caption(fig, [plain_text(target_text(table))] + [
+        plain_text(f"batch {s.global_batch_size:.0f}: no time to target — {s.score_reason or NA}")
+        for s in points if s.time_to_target_s is None])
+    return fig
 
 
 def table_title(table: TtaTable, what: str) -> str:

@@ -26,12 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tbd.analysis.mlperf_runs import run_timeline
-from tbd.analysis.time_to_accuracy import olympic_verdicts, spread, summarize_runs
+from tbd.analysis.time_to_accuracy import olympic_verdicts, spread, summarize_runs, with_ratios
 from tbd.core import rundir
 from tbd.core.tta_result import TtaResult, TtaRun, TtaSystem, TtaTable
 from tbd.models.tasks import digits
 from tbd.models.tasks.catalog import TaskSpec
 from tbd.profilers.dawnbench.writer import write_entry
+from tbd.profilers.energy import SCOPE, EnergyMeter
 from tbd.profilers.mlperf import scoring
 from tbd.profilers.mlperf.log import read_log
 from tbd.profilers.mlperf.writer import RunLog
@@ -70,14 +71,16 @@ def train(options: TrainOptions, progress: Callable[[str], None] | None = None) 
     for i in range(options.runs):
         if progress is not None:
             progress(f"run {i + 1} of {options.runs}")
-        path, rows, latency, interrupted = _one_run(options, i, bench / f"result_{i}.txt")
+        meter = EnergyMeter()
+        path, rows, latency, interrupted = _one_run(options, i, bench / f"result_{i}.txt", meter)
         write_entry(options.out / "dawnbench" / f"{options.model}_run{i}", {
             "author": "tbd train", "model": options.model, "hardware": platform.processor() or platform.machine(),
             "framework": "PyTorch", "timestamp": time.strftime("%Y-%m-%d"),
             **({"costPerHour": options.cost_per_hour} if options.cost_per_hour is not None else {})},
             rows, "top1Accuracy")
         timeline = run_timeline(read_log(path))
-        runs.append(_run(path, timeline))
+        joules = meter.stop_value
+        runs.append(_run(path, timeline, joules, None if joules is not None else meter.reason))
         if latency is not None:
             latencies.append(latency)
         if interrupted:
@@ -89,7 +92,8 @@ def train(options: TrainOptions, progress: Callable[[str], None] | None = None) 
     return result
 
 
-def _one_run(options: TrainOptions, index: int, path: Path) -> tuple[Path, list, float | None, bool]:
+def _one_run(options: TrainOptions, index: int, path: Path,
+             meter: EnergyMeter) -> tuple[Path, list, float | None, bool]:
     log = RunLog(path)
     seed = options.seed + index
     rows: list[tuple[int, float, float]] = []
@@ -110,6 +114,7 @@ def _one_run(options: TrainOptions, index: int, path: Path) -> tuple[Path, list,
             log.event(key, value)
         log.end("init_stop")
         log.start("run_start")
+        meter.start()
         started = time.monotonic()
         samples = 0
         for epoch in range(1, options.max_epochs + 1):
@@ -124,6 +129,7 @@ def _one_run(options: TrainOptions, index: int, path: Path) -> tuple[Path, list,
             if accuracy >= options.target:
                 status = "success"
                 break
+        meter.stop_value = meter.stop()
         log.end("run_stop", status=status)
     except KeyboardInterrupt:
         log.end("run_stop", status="aborted")
@@ -135,7 +141,7 @@ def _one_run(options: TrainOptions, index: int, path: Path) -> tuple[Path, list,
     return path, rows, latency, interrupted
 
 
-def _run(path: Path, timeline) -> TtaRun:
+def _run(path: Path, timeline, joules: float | None, energy_reason: str | None) -> TtaRun:
     minutes = timeline.run_s / 60.0 if timeline.status == "success" and timeline.run_s is not None else None
     return TtaRun(
         file=str(path), used=minutes is not None, dropped_reason=None, status=timeline.status, score=minutes,
@@ -143,7 +149,7 @@ def _run(path: Path, timeline) -> TtaRun:
         to_converge=timeline.epochs_to_converge, epochs_to_converge=timeline.epochs_to_converge,
         samples_to_converge=timeline.samples_to_converge, samples_reason=timeline.samples_reason,
         init_s=timeline.init_s, run_s=timeline.run_s, eval_s=timeline.eval_s, train_s=timeline.train_s,
-        energy_j=None, energy_reason="not measured by tbd train in this version", throughput=timeline.throughput,
+        energy_j=joules, energy_reason=energy_reason or SCOPE, throughput=timeline.throughput,
         accuracy=timeline.accuracy, notes=timeline.notes)
 
 
@@ -178,13 +184,17 @@ def _result(options: TrainOptions, runs: list[TtaRun], latencies: list[float], i
                      f"{times.mean / 60:.4g} min (not an MLPerf score: {reason})")
     if interrupted:
         notes.append("interrupted: the runs done so far")
+    energies = [r.energy_j for r in counted]
+    energy = _mean(energies) if counted and None not in energies else None
+    energy_reason = SCOPE if energy is not None else next(
+        (r.energy_reason for r in counted if r.energy_j is None), "no run reached the target")
     spec = options.spec
     system = TtaSystem(
         label=f"tbd train {options.model} (batch {options.batch}, {options.size})", path=str(options.out),
         submitter="tbd", system=SYSTEM, division="open", availability="research", framework="PyTorch",
         accelerator=platform.processor() or platform.machine() or None, accelerator_count=None,
         host_processors=None, score=score, score_unit="min", score_reason=reason, time_to_target_s=time_s,
-        accelerator_time_s=None, energy_j=None, energy_reason="not measured by tbd train in this version",
+        accelerator_time_s=None, energy_j=energy, energy_reason=energy_reason,
         cost_usd=time_s / 3600.0 * options.cost_per_hour if time_s is not None and options.cost_per_hour else None,
         cost_per_hour=options.cost_per_hour,
         cost_reason=None if options.cost_per_hour else "no --cost-per-hour",
@@ -209,3 +219,36 @@ def _result(options: TrainOptions, runs: list[TtaRun], latencies: list[float], i
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def train_sweep(options: TrainOptions, batches: tuple[int, ...],
+                progress: Callable[[str], None] | None = None) -> TtaResult:
+    """`tbd sweep MODEL --tta`: `train` at each batch (options.out/b<batch>), one table whose systems are
+    the batches, ratios to the first; saved as options.out/tta.json.
+
+    A Ctrl-C keeps the batches done (and the runs of the one cut short) and is raised again.
+    """
+    systems, table = [], None
+    interrupted = False
+    for batch in batches:
+        point = dataclasses.replace(options, batch=batch, out=options.out / f"b{batch}")
+        try:
+            result = train(point, progress=(lambda what, b=batch: progress(f"batch {b}: {what}"))
+                           if progress is not None else None)
+        except KeyboardInterrupt:
+            interrupted = True
+            result = TtaResult.from_dict(rundir.read_result_json(point.out / "tta.json", "tbd train result",
+                                                                 64 << 20, ""))
+        (table,) = result.tables
+        systems.append(dataclasses.replace(table.systems[0], label=f"batch {batch}"))
+        if interrupted:
+            break
+    assert table is not None  # batches is never empty
+    swept = dataclasses.replace(table, benchmark=f"{table.benchmark}, batch sweep", systems=with_ratios(systems),
+                                notes=["interrupted: the batches done so far"] if interrupted else [])
+    result = TtaResult(sources=[str(options.out)], tables=[swept], problems=[],
+                       tool={"mlperf-logging": scoring.tool_version()})
+    rundir.atomic_write_json(options.out / "tta.json", result.to_dict())
+    if interrupted:
+        raise KeyboardInterrupt
+    return result

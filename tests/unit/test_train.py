@@ -92,3 +92,26 @@ def test_bad_requests_are_one_line(argv, said, capsys, tmp_path):
     assert main(["train", *argv, "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1
+
+
+def test_sweep_tta_sets_throughput_beside_time_to_target(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", "resnet50", "--tta", "--size", "test", "--batch", "32,128", "--runs", "3", "--target", "0.9",
+                 "--max-epochs", "40", "--out", str(out)]) == 0
+    result = TtaResult.from_dict(json.loads((out / "tta.json").read_text()))
+    (table,) = result.tables
+    assert [s.label for s in table.systems] == ["batch 32", "batch 128"]
+    for system, batch in zip(table.systems, (32, 128)):
+        point = TtaResult.from_dict(json.loads((out / f"b{batch}" / "tta.json").read_text())).tables[0].systems[0]
+        assert system.score == point.score and system.global_batch_size == batch
+    first, second = table.systems
+    if first.time_to_target_s and second.time_to_target_s:
+        assert second.ratio_time == pytest.approx(second.time_to_target_s / first.time_to_target_s)
+    assert (out / "figures" / "tta-resnet50-on-digits-batch-sweep-batch.png").is_file()
+    from tbd.reports.figures.tta_figures import batch_sweep_figure
+    throughput_axis = batch_sweep_figure(table).axes[0]
+    assert list(throughput_axis.lines[0].get_xdata()) == [32, 128]
+    assert list(throughput_axis.lines[0].get_ydata()) == [s.samples_per_s for s in table.systems]
+    capsys.readouterr()
+    assert main(["sweep", "resnet50", "--runs", "5", "--batch", "2"]) == 2
+    assert "--runs applies to --tta only" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import importlib.util
 from tbd.cli import frameworks, registry
 from tbd.cli.commands.output import terminal_width, write
 from tbd.core.errors import FrameworkMissingError
+from tbd.models.tasks.catalog import TASKS
 from tbd.reports.info_tables import render_suite
 
 
@@ -46,8 +47,15 @@ def suite_rows(framework: str | None = None, *, installed: dict[str, bool] | Non
                          "dominant_layer": info.dominant_layer, "dataset": info.dataset,
                          "unit": info.throughput_unit, "default_batch": info.default_batch,
                          "cpu_batch": info.cpu_batch or info.default_batch,
-                         "available": available, "implemented": implemented, "why": why})
+                         "available": available, "implemented": implemented, "why": why,
+                         "task": _task_text(info.name)})
     return rows
+
+
+def _task_text(model: str) -> str:
+    """What `tbd train MODEL` trains on, its metric and default target ("" without a task: NO_TASK says why)."""
+    task = TASKS.get(model)
+    return f"{task.task}, {task.metric} >= {task.target:g}" if task is not None else ""
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,15 +20,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import time
 from pathlib import Path
 
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
 from tbd.cli import registry
-from tbd.cli.commands.arguments import positive_int
+from tbd.cli.commands.arguments import positive_float, positive_int
 from tbd.cli.commands.output import add_output_arguments, stderr_console, write, write_output
 from tbd.cli.commands.profile import add_run_arguments, add_workload_arguments, spec_from_args
+from tbd.cli.orchestrate import prepare_out_dir
 from tbd.cli.sweep_executors import EXECUTORS, RayRunner, SubmititRunner
 from tbd.cli.sweep_run import SWEEP_JSON, SweepPlan, new_sweep_dir, prepare_sweep_dir, run_sweep
-from tbd.core.errors import UsageError
+from tbd.cli.train_run import TrainOptions, train_sweep
+from tbd.core.errors import InterruptedRun, UsageError
+from tbd.models.tasks.catalog import NO_TASK, TASKS
 from tbd.reports.progress import StageProgress
 from tbd.reports.renderers import renderer_for
 
@@ -54,6 +60,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout-min", type=positive_int, default=None, metavar="MIN",
                    help="--executor submitit: each job's time limit in minutes (default: --max-seconds plus 15 minutes)")
     p.add_argument("--quiet", action="store_true", help="no progress bars (the one line per point stays)")
+    tta = p.add_argument_group("time to accuracy (--tta)")
+    tta.add_argument("--tta", action="store_true",
+                     help="run `tbd train` at each batch instead of `tbd profile`: time to the task's target and "
+                          "throughput against batch size, together (DIR/b<batch>/, DIR/tta.json, DIR/figures/)")
+    tta.add_argument("--runs", type=positive_int, default=3, help="--tta: runs per batch (default 3)")
+    tta.add_argument("--target", type=positive_float, default=None, metavar="VALUE",
+                     help="--tta: the quality target (default: the task's)")
+    tta.add_argument("--max-epochs", type=positive_int, default=50, help="--tta: epochs before a run counts as "
+                                                                          "not converged (default 50)")
     add_output_arguments(p, out_dir="sweep directory to write (default runs/sweep-<model>-<framework>-<device>-<time>): "
                                     "sweep.json, sweep.csv, figures/; each point's run directory is b<batch>/ inside it",
                          force="replace a previous tbd sweep in --out (a folder without sweep.json is never emptied)")
@@ -120,6 +135,12 @@ def runner_from_args(args: argparse.Namespace, spec_device: str) -> RayRunner | 
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.tta:
+        return _tta_sweep(args)
+    for flag, given in (("--runs", args.runs != 3), ("--target", args.target is not None),
+                        ("--max-epochs", args.max_epochs != 50)):
+        if given:
+            raise UsageError(f"{flag} applies to --tta only", hint=f"add --tta, or drop {flag}")
     # Everything is checked before the first point runs: the batches, then the model and framework
     # as `tbd profile` checks them (its spec_from_args, given no batch).
     parse_batches(args.batch)  # a bad --batch is refused first, before the model is looked up
@@ -148,3 +169,35 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"tbd: interrupted: the points done so far are in {out / SWEEP_JSON}",
                       highlight=False, markup=False)
     return outcome.exit_code
+
+
+def _tta_sweep(args: argparse.Namespace) -> int:
+    """`--tta`: `tbd train` at each batch of the list; the result's table has one system per batch."""
+    batches = parse_batches(args.batch)
+    if batches is None:
+        raise UsageError("--tta sweeps a list of batches, not --batch max", hint="e.g. --batch 16,64,256")
+    if args.executor != "local" or args.framework != "pytorch":
+        raise UsageError("--tta runs here, in PyTorch", hint="drop --executor and --framework")
+    spec = TASKS.get(args.model)
+    if spec is None:
+        raise UsageError(f"{args.model} has no tbd train task: {NO_TASK.get(args.model, 'not a suite model')}",
+                         hint=f"models with a task: {', '.join(TASKS)}")
+    target = args.target if args.target is not None else spec.target
+    out = Path(args.out) if args.out is not None else Path("runs") / f"sweep-tta-{args.model}-{time.strftime('%Y%m%d-%H%M%S')}"
+    prepare_out_dir(out, args.force, "tta.json", "tbd sweep --tta directory")
+    options = TrainOptions(args.model, spec, args.runs, batches[0], args.max_epochs, target, args.size, args.seed,
+                           None, out)
+    console = stderr_console()
+    with Progress(SpinnerColumn(), TextColumn(f"tbd sweep --tta {args.model}:"), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=console, transient=True,
+                  disable=args.quiet or not console.is_terminal) as bar:
+        task = bar.add_task("", total=None)
+        try:
+            result = train_sweep(options, batches, progress=lambda what: bar.update(task, description=what))
+        except KeyboardInterrupt:
+            raise InterruptedRun(f"interrupted: the batches done so far are in {out / 'tta.json'}") from None
+    rendered = renderer_for(result)
+    write_output(rendered, "text")
+    for path in write_output(rendered, "figures", out / "figures"):
+        write(f"figure: {path}")
+    return 0
