@@ -53,7 +53,6 @@ class EnergyMeter:
     def __init__(self, root: Path = POWERCAP) -> None:
         self.domains, self.reason = rapl_domains(root)
         self._start: list[int | None] = []
-        self.stop_value: float | None = None  # what stop() gave, kept for whoever reads it later
 
     def start(self) -> None:
         self._start = [_read_int(d.path / "energy_uj") for d in self.domains]

@@ -1,6 +1,7 @@
 """Where the tests' shared files live, for test modules at any depth under tests/."""
 
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -10,6 +11,11 @@ FIXTURES = TESTS / "fixtures"  # small real traces (see fixtures/README.md)
 GOLDEN = TESTS / "golden"  # renderer goldens (tools/regen_goldens.py rewrites them)
 BENCH = ROOT / "bench"  # benchmark scripts; the synthetic trace generator lives there
 TOOLS = ROOT / "tools"  # scripts for people (tools/netns_link.py: two simulated machines)
+#: Public data the project may not commit (real MLPerf submissions): a folder named shared beside
+#: the repository, or inside it on a device machine. Tests that need it skip without it.
+SHARED = next((p for p in (ROOT / "shared", ROOT.parent / "shared") if p.is_dir()), ROOT.parent / "shared")
+#: The folder of MLPerf Training result trees (training_results_vX.Y); TBD_MLPERF_RESULTS names another.
+MLPERF_RESULTS = Path(os.environ.get("TBD_MLPERF_RESULTS", SHARED / "mlperf"))
 
 
 def load_bench(name: str):

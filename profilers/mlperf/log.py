@@ -22,12 +22,13 @@ import math
 import os
 
 from tbd.core.errors import TraceFormatError
+from tbd.core.targets import MAX_MLPERF_LOG_BYTES
 from tbd.core.tta_records import Event, RunLog
 from tbd.profilers.traces.files import read_trace_bytes
 
 TOKEN = ":::MLLOG "
-#: A result log larger than this is not one a run printed (the largest v4.0 log is 12 MB).
-MAX_LOG_BYTES = 512 << 20
+#: A result log larger than this is not one a run printed (tbd.core.targets tells them by the same cap).
+MAX_LOG_BYTES = MAX_MLPERF_LOG_BYTES
 
 
 def read_log(path: str | os.PathLike) -> RunLog:

@@ -27,6 +27,7 @@ shown as is: the lines about one result file become the reason that run was drop
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -81,17 +82,25 @@ def tool_version() -> str:
         return ""
 
 
-def rulesets() -> set[str]:
+@functools.cache
+def rulesets() -> frozenset[str]:
     from mlperf_logging.compliance_checker.mlp_compliance import rule_choices
-    return set(rule_choices())
+    return frozenset(rule_choices())
 
 
-def allowed_benchmarks(ruleset: str) -> list[str]:
+@functools.cache
+def allowed_benchmarks(ruleset: str) -> tuple[str, ...]:
     from mlperf_logging.benchmark_meta import get_allowed_benchmarks
     try:
-        return list(get_allowed_benchmarks("training", ruleset))
+        return tuple(get_allowed_benchmarks("training", ruleset))
     except Exception:  # noqa: BLE001 - a ruleset the package lists no benchmarks for
-        return []
+        return ()
+
+
+@functools.cache
+def known_benchmarks() -> frozenset[str]:
+    """Every MLPerf Training benchmark of every ruleset mlperf-logging knows."""
+    return frozenset(b for r in rulesets() for b in allowed_benchmarks(r))
 
 
 def benchmark_name(folder_name: str) -> str:

@@ -71,18 +71,16 @@ def train(options: TrainOptions, progress: Callable[[str], None] | None = None) 
     for i in range(options.runs):
         if progress is not None:
             progress(f"run {i + 1} of {options.runs}")
-        meter = EnergyMeter()
-        path, rows, latency, interrupted = _one_run(options, i, bench / f"result_{i}.txt", meter)
+        done = _one_run(options, i, bench / f"result_{i}.txt")
         write_entry(options.out / "dawnbench" / f"{options.model}_run{i}", {
-            "author": "tbd train", "model": options.model, "hardware": platform.processor() or platform.machine(),
+            "author": "tbd train", "model": options.model, "hardware": _hardware(),
             "framework": "PyTorch", "timestamp": time.strftime("%Y-%m-%d"),
             **({"costPerHour": options.cost_per_hour} if options.cost_per_hour is not None else {})},
-            rows, "top1Accuracy")
-        timeline = run_timeline(read_log(path))
-        joules = meter.stop_value
-        runs.append(_run(path, timeline, joules, None if joules is not None else meter.reason))
-        if latency is not None:
-            latencies.append(latency)
+            done.rows, "top1Accuracy")
+        runs.append(_run(done.path, run_timeline(read_log(done.path)), done.joules, done.energy_reason))
+        if done.latency_s is not None:
+            latencies.append(done.latency_s)
+        interrupted = done.interrupted
         if interrupted:
             break
     result = _result(options, runs, latencies, interrupted)
@@ -92,9 +90,24 @@ def train(options: TrainOptions, progress: Callable[[str], None] | None = None) 
     return result
 
 
-def _one_run(options: TrainOptions, index: int, path: Path,
-             meter: EnergyMeter) -> tuple[Path, list, float | None, bool]:
+@dataclasses.dataclass(frozen=True)
+class _RunDone:
+    path: Path
+    rows: list[tuple[int, float, float]]  # DAWNBench's TSV: epoch, hours since run_start, top-1 in percent
+    latency_s: float | None  # inference latency per item, for a run that reached the target
+    joules: float | None
+    energy_reason: str | None  # why joules is None
+    interrupted: bool
+
+
+def _hardware() -> str:
+    return platform.processor() or platform.machine()
+
+
+def _one_run(options: TrainOptions, index: int, path: Path) -> _RunDone:
     log = RunLog(path)
+    meter = EnergyMeter()
+    joules = None
     seed = options.seed + index
     rows: list[tuple[int, float, float]] = []
     status, interrupted, latency = "aborted", False, None
@@ -129,7 +142,7 @@ def _one_run(options: TrainOptions, index: int, path: Path,
             if accuracy >= options.target:
                 status = "success"
                 break
-        meter.stop_value = meter.stop()
+        joules = meter.stop()
         log.end("run_stop", status=status)
     except KeyboardInterrupt:
         log.end("run_stop", status="aborted")
@@ -138,7 +151,8 @@ def _one_run(options: TrainOptions, index: int, path: Path,
         log.close()
     if status == "success":
         latency = task.latency_per_item_s()  # after run_stop: DAWNBench times inference apart
-    return path, rows, latency, interrupted
+    why = None if joules is not None else meter.reason or "interrupted before run_stop"
+    return _RunDone(path, rows, latency, joules, why, interrupted)
 
 
 def _run(path: Path, timeline, joules: float | None, energy_reason: str | None) -> TtaRun:
@@ -149,7 +163,7 @@ def _run(path: Path, timeline, joules: float | None, energy_reason: str | None) 
         to_converge=timeline.epochs_to_converge, epochs_to_converge=timeline.epochs_to_converge,
         samples_to_converge=timeline.samples_to_converge, samples_reason=timeline.samples_reason,
         init_s=timeline.init_s, run_s=timeline.run_s, eval_s=timeline.eval_s, train_s=timeline.train_s,
-        energy_j=joules, energy_reason=energy_reason or SCOPE, throughput=timeline.throughput,
+        energy_j=joules, energy_reason=SCOPE if joules is not None else energy_reason, throughput=timeline.throughput,
         accuracy=timeline.accuracy, notes=timeline.notes)
 
 
@@ -185,30 +199,30 @@ def _result(options: TrainOptions, runs: list[TtaRun], latencies: list[float], i
     if interrupted:
         notes.append("interrupted: the runs done so far")
     energies = [r.energy_j for r in counted]
-    energy = _mean(energies) if counted and None not in energies else None
+    energy = spread(energies).mean if counted and None not in energies else None
     energy_reason = SCOPE if energy is not None else next(
         (r.energy_reason for r in counted if r.energy_j is None), "no run reached the target")
     spec = options.spec
     system = TtaSystem(
         label=f"tbd train {options.model} (batch {options.batch}, {options.size})", path=str(options.out),
         submitter="tbd", system=SYSTEM, division="open", availability="research", framework="PyTorch",
-        accelerator=platform.processor() or platform.machine() or None, accelerator_count=None,
+        accelerator=_hardware() or None, accelerator_count=None,
         host_processors=None, score=score, score_unit="min", score_reason=reason, time_to_target_s=time_s,
         accelerator_time_s=None, energy_j=energy, energy_reason=energy_reason,
         cost_usd=time_s / 3600.0 * options.cost_per_hour if time_s is not None and options.cost_per_hour else None,
         cost_per_hour=options.cost_per_hour,
         cost_reason=None if options.cost_per_hour else "no --cost-per-hour",
-        latency_ms=_mean(latencies) * 1000.0 if latencies else None, cost_per_item_usd=None,
-        accuracy=None, epochs_to_target=_mean([r.epochs_to_converge for r in counted
-                                                          if r.epochs_to_converge is not None]),
+        latency_ms=spread(latencies).mean * 1000.0 if latencies else None, cost_per_item_usd=None,
+        accuracy=None, epochs_to_target=spread([r.epochs_to_converge for r in counted
+                                                if r.epochs_to_converge is not None]).mean,
         to_converge=None, converge_unit=None, global_batch_size=float(options.batch), rcp=None,
         rcp_scaling_factor=None, runs_required=None, runs=runs, ratio_time=1.0 if time_s else None,
         ratio_accelerator_time=None, ratio_energy=None, ratio_cost=None, notes=notes,
         init_s=summary.init_s, train_s=summary.train_s, eval_s=summary.eval_s, samples_per_s=summary.samples_per_s,
         time_min_s=times.minimum, time_median_s=times.median, time_max_s=times.maximum, time_cv_pct=times.cv_pct,
         time_without_eval_s=without_eval.mean,
-        samples_to_target=_mean([r.samples_to_converge for r in counted
-                                           if r.samples_to_converge is not None]))
+        samples_to_target=spread([r.samples_to_converge for r in counted
+                                  if r.samples_to_converge is not None]).mean)
     table = TtaTable(source="tbd", benchmark=f"{options.model} on {spec.task}", ruleset=None, ruleset_source=None,
                      metric=spec.metric, target=options.target,
                      target_source=f"{spec.metric} >= {options.target:g} on the held-out split ({spec.data})",
@@ -216,9 +230,6 @@ def _result(options: TrainOptions, runs: list[TtaRun], latencies: list[float], i
     return TtaResult(sources=[str(options.out)], tables=[table], problems=[],
                      tool={"mlperf-logging": scoring.tool_version()})
 
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def train_sweep(options: TrainOptions, batches: tuple[int, ...],

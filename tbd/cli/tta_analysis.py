@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from tbd.core.targets import Kind, read_result, sniff
 from tbd.core.tta_records import RunLog
 from tbd.core.tta_result import TtaProblem, TtaResult, TtaRun, TtaSystem, TtaTable
 from tbd.profilers.mlperf import scoring
-from tbd.profilers.mlperf.log import MAX_LOG_BYTES, read_log
+from tbd.profilers.mlperf.log import read_log
 
 #: What a `tbd train` directory holds: its result (tbd/cli/commands/train.py writes it).
 TRAIN_RESULT = "tta.json"
@@ -35,8 +34,6 @@ MAX_WALK_ENTRIES = 200_000
 MAX_WALK_DEPTH = 10
 #: A submission tree names its round: github.com/mlcommons/training_results_v4.0.
 _ROUND = re.compile(r"^training_results_v(\d+)\.(\d+)$")
-#: An event line, as tbd.core.targets tells an MLPerf log by its head.
-_MLLOG = re.compile(rb':::MLLOG \{"[^\n]*"key"\s*:')
 
 
 @dataclass
@@ -147,8 +144,6 @@ def _candidate(name: str) -> bool:
 
 def _classify(path: Path, groups: dict[Path, _Group], entries: list[Path]) -> None:
     kind = sniff(path).kind
-    if kind is Kind.UNKNOWN and path.name.startswith("result_") and _mllog_further_in(path):
-        kind = Kind.MLPERF_LOG
     if kind is Kind.MLPERF_LOG:
         group = groups.setdefault(path.parent.resolve(), _Group(path.parent))
         group.files.append(path)
@@ -156,27 +151,6 @@ def _classify(path: Path, groups: dict[Path, _Group], entries: list[Path]) -> No
         # One entry per pair: its JSON stands for it; a TSV only when it has no JSON beside it.
         if path.suffix == ".json" or not path.with_suffix(".json").is_file():
             entries.append(path)
-
-
-def _mllog_further_in(path: Path) -> bool:
-    """A result_*.txt whose first event lies past the head `sniff` reads (NVIDIA's v1.0 unet3d logs print
-    1.25 MB of launcher output first): scanned a megabyte at a time, up to the log size cap."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return False
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return False
-        tail = b""
-        for _ in range(MAX_LOG_BYTES >> 20):
-            chunk = handle.read(1 << 20)
-            if not chunk:
-                return False
-            if _MLLOG.search(tail + chunk):
-                return True
-            tail = chunk[-256:]
-    return False
 
 
 def _is_file(entry: os.DirEntry) -> bool:
@@ -201,7 +175,7 @@ def _mlperf_group(group: _Group, tables: dict, problems: list[TtaProblem], rules
     first = next(iter(logs.values()))
     folder_name = group.folder.name
     logged = first.value("submission_benchmark")
-    known = {b for r in scoring.rulesets() for b in scoring.allowed_benchmarks(r)}
+    known = scoring.known_benchmarks()
     name = scoring.benchmark_name(folder_name)
     if name not in known and isinstance(logged, str) and scoring.benchmark_name(logged) in known:
         name = scoring.benchmark_name(logged)

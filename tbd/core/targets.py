@@ -96,6 +96,9 @@ MAX_WALK_ENTRIES = 20_000
 MAX_WALK_DEPTH = 4
 MAX_SNIFFED_FILES = 1024
 
+#: A result log larger than this is not one a run printed (the largest seen, v4.0, is 12 MB).
+MAX_MLPERF_LOG_BYTES = 512 << 20
+
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = "\ufeff"
 _TENSORFLOW = re.compile(r'"schema"\s*:\s*"' + re.escape(rundir.TENSORFLOW_TRACE_SCHEMA.split("/")[0]) + "/")
@@ -288,7 +291,31 @@ def _content_kind(path: Path, limit: int) -> tuple[Kind, str]:
     if not text:
         return Kind.UNKNOWN, "an empty file"
     kind = _json_kind(path, text, complete) if text.startswith("{") else _text_kind(head, text)
+    if kind is None and not complete and path.name.startswith("result_") and path.name.endswith(".txt") \
+            and _mllog_further_in(path):
+        kind = Kind.MLPERF_LOG
     return (kind, _WORDS[kind]) if kind is not None else (Kind.UNKNOWN, _unknown_words(path, text))
+
+
+def _mllog_further_in(path: Path) -> bool:
+    """A result_*.txt whose first event lies past the head (NVIDIA's v1.0 unet3d logs print 1.25 MB of
+    launcher output first): scanned a megabyte at a time, up to MAX_MLPERF_LOG_BYTES."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return False
+        tail = b""
+        for _ in range(MAX_MLPERF_LOG_BYTES >> 20):
+            chunk = handle.read(1 << 20)
+            if not chunk:
+                return False
+            if _MLLOG.search(tail + chunk):
+                return True
+            tail = chunk[-256:]
+    return False
 
 
 def _json_kind(path: Path, text: str, complete: bool) -> Kind | None:

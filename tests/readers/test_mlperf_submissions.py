@@ -1,8 +1,9 @@
 """Real MLPerf Training submissions, scored by `tbd tta` and checked against MLPerf's own tools and a hand count.
 
 The submissions are not in the repository (public data is not committed here): the tests read
-every training_results_v*/<submitter> folder under ../shared/mlperf beside the repository, or under
-the folder TBD_MLPERF_RESULTS names, and skip, saying so, when there is none. For each:
+every training_results_v*/<submitter> folder under testpaths.MLPERF_RESULTS (the shared data folder
+beside the repository, or the folder TBD_MLPERF_RESULTS names), and skip, saying so, when there is
+none. For each:
 
 - tbd's score of every system and benchmark equals, to the last digit, what mlperf-logging's public
   `summarize_results` gives for the submitter's folder (run on a copy: it writes into the folder);
@@ -18,18 +19,17 @@ import hashlib
 import io
 import json
 import math
-import os
 import re
 import shutil
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from testpaths import ROOT
+from testpaths import MLPERF_RESULTS
 
 from tbd.cli.tta_analysis import analyse
 
-MLPERF = Path(os.environ.get("TBD_MLPERF_RESULTS", ROOT.parent / "shared" / "mlperf"))
+MLPERF = MLPERF_RESULTS
 ROUND = re.compile(r"training_results_v(\d+)\.(\d+)$")
 
 

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from testpaths import FIXTURES, ROOT
+from testpaths import FIXTURES, SHARED
 
 from tbd.analysis.compare_runs import Side, compare_profiles
 from tbd.cli.main import main
@@ -23,8 +23,7 @@ from tbd.core.targets import Kind, open_target, sniff
 
 RUN = FIXTURES / "runs" / "resnet50-test-cpu-b8-threads1"
 OTHER = FIXTURES / "runs" / "resnet50-test-cpu-b8-threads2"
-# The MLPerf Training v4.0 logs sit beside the repository (../shared), or in it on a device machine.
-SHARED = next((p for p in (ROOT / "shared", ROOT.parent / "shared") if p.is_dir()), ROOT.parent / "shared")
+# The MLPerf Training v4.0 logs, where the shared data folder holds them (tests/testpaths.py).
 MLPERF = SHARED / "mlperf" / "training_results_v4.0"
 needs_mlperf = pytest.mark.skipif(not MLPERF.is_dir(), reason=f"MLPerf logs not here ({MLPERF}; see its README)")
 

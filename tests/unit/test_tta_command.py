@@ -8,14 +8,14 @@ import json
 import shutil
 
 import pytest
-from testpaths import FIXTURES, ROOT
+from testpaths import FIXTURES, SHARED
 
 from tbd.cli.main import main
 from tbd.core.tta_result import TtaResult
 from tbd.reports.renderers import renderer_for
 
 DAWN = FIXTURES / "dawnbench"
-MLPERF = ROOT.parent / "shared" / "mlperf" / "training_results_v4.0"
+MLPERF = SHARED / "mlperf" / "training_results_v4.0"
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:

@@ -23,18 +23,16 @@ import contextlib
 import time
 from pathlib import Path
 
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
 from tbd.cli import registry
 from tbd.cli.commands.arguments import positive_float, positive_int
 from tbd.cli.commands.output import add_output_arguments, stderr_console, write, write_output
 from tbd.cli.commands.profile import add_run_arguments, add_workload_arguments, spec_from_args
+from tbd.cli.commands.train import task_spec, with_spinner
 from tbd.cli.orchestrate import prepare_out_dir
 from tbd.cli.sweep_executors import EXECUTORS, RayRunner, SubmititRunner
 from tbd.cli.sweep_run import SWEEP_JSON, SweepPlan, new_sweep_dir, prepare_sweep_dir, run_sweep
 from tbd.cli.train_run import TrainOptions, train_sweep
 from tbd.core.errors import InterruptedRun, UsageError
-from tbd.models.tasks.catalog import NO_TASK, TASKS
 from tbd.reports.progress import StageProgress
 from tbd.reports.renderers import renderer_for
 
@@ -178,24 +176,17 @@ def _tta_sweep(args: argparse.Namespace) -> int:
         raise UsageError("--tta sweeps a list of batches, not --batch max", hint="e.g. --batch 16,64,256")
     if args.executor != "local" or args.framework != "pytorch":
         raise UsageError("--tta runs here, in PyTorch", hint="drop --executor and --framework")
-    spec = TASKS.get(args.model)
-    if spec is None:
-        raise UsageError(f"{args.model} has no tbd train task: {NO_TASK.get(args.model, 'not a suite model')}",
-                         hint=f"models with a task: {', '.join(TASKS)}")
+    spec = task_spec(args.model)
     target = args.target if args.target is not None else spec.target
     out = Path(args.out) if args.out is not None else Path("runs") / f"sweep-tta-{args.model}-{time.strftime('%Y%m%d-%H%M%S')}"
     prepare_out_dir(out, args.force, "tta.json", "tbd sweep --tta directory")
     options = TrainOptions(args.model, spec, args.runs, batches[0], args.max_epochs, target, args.size, args.seed,
                            None, out)
-    console = stderr_console()
-    with Progress(SpinnerColumn(), TextColumn(f"tbd sweep --tta {args.model}:"), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), console=console, transient=True,
-                  disable=args.quiet or not console.is_terminal) as bar:
-        task = bar.add_task("", total=None)
-        try:
-            result = train_sweep(options, batches, progress=lambda what: bar.update(task, description=what))
-        except KeyboardInterrupt:
-            raise InterruptedRun(f"interrupted: the batches done so far are in {out / 'tta.json'}") from None
+    try:
+        result = with_spinner(f"tbd sweep --tta {args.model}:",
+                              lambda progress: train_sweep(options, batches, progress=progress), quiet=args.quiet)
+    except KeyboardInterrupt:
+        raise InterruptedRun(f"interrupted: the batches done so far are in {out / 'tta.json'}") from None
     rendered = renderer_for(result)
     write_output(rendered, "text")
     for path in write_output(rendered, "figures", out / "figures"):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -18,8 +20,10 @@ from tbd.cli.commands.output import add_output_arguments, check_outputs, printed
 from tbd.cli.orchestrate import prepare_out_dir
 from tbd.cli.train_run import TrainOptions, train
 from tbd.core.errors import InterruptedRun, UsageError
-from tbd.models.tasks.catalog import NO_TASK, TASKS
+from tbd.models.tasks.catalog import NO_TASK, TASKS, TaskSpec
 from tbd.reports.renderers import renderer_for
+
+T = TypeVar("T")
 
 #: The file every `tbd train` directory holds; --force replaces only a folder that has it.
 MARKER = "tta.json"
@@ -59,12 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_outputs(args)
-    if args.model not in registry.MODELS:
-        raise UsageError(f"unknown model {args.model!r}", hint=f"one of {', '.join(TASKS)}")
-    spec = TASKS.get(args.model)
-    if spec is None:
-        raise UsageError(f"{args.model} has no tbd train task: {NO_TASK.get(args.model, 'none')}",
-                         hint=f"models with a task: {', '.join(TASKS)}")
+    spec = task_spec(args.model)
     if args.framework != "pytorch":
         raise UsageError(f"tbd train runs PyTorch only in this version, not {args.framework}",
                          hint="leave out --framework")
@@ -78,14 +77,30 @@ def run(args: argparse.Namespace) -> int:
     prepare_out_dir(out, args.force, MARKER, "tbd train directory")
     options = TrainOptions(args.model, spec, args.runs, args.batch, args.max_epochs, target, args.size, args.seed,
                            args.cost_per_hour, out)
-    console = stderr_console()
-    with Progress(SpinnerColumn(), TextColumn(f"training {args.model} to {spec.metric} >= {target:g}:"),
-                  TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True,
-                  disable=not console.is_terminal) as bar:
-        task = bar.add_task("", total=None)
-        try:
-            result = train(options, progress=lambda what: bar.update(task, description=what))
-        except KeyboardInterrupt:
-            raise InterruptedRun(f"interrupted: the runs done so far are in {out / MARKER}") from None
+    try:
+        result = with_spinner(f"training {args.model} to {spec.metric} >= {target:g}:",
+                              lambda progress: train(options, progress=progress))
+    except KeyboardInterrupt:
+        raise InterruptedRun(f"interrupted: the runs done so far are in {out / MARKER}") from None
     write_output(renderer_for(result), printed_format(args))
     return 0
+
+
+def task_spec(model: str) -> TaskSpec:
+    """The task `model` trains on, or UsageError: an unknown model, or one without a task (and why)."""
+    if model not in registry.MODELS:
+        raise UsageError(f"unknown model {model!r}", hint=f"one of {', '.join(TASKS)}")
+    spec = TASKS.get(model)
+    if spec is None:
+        raise UsageError(f"{model} has no tbd train task: {NO_TASK.get(model, 'none')}",
+                         hint=f"models with a task: {', '.join(TASKS)}")
+    return spec
+
+
+def with_spinner(label: str, work: Callable[[Callable[[str], None]], T], quiet: bool = False) -> T:
+    """`work(progress)` under a spinner on stderr (a terminal only) whose text `progress(what)` sets."""
+    console = stderr_console()
+    with Progress(SpinnerColumn(), TextColumn(label), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console, transient=True, disable=quiet or not console.is_terminal) as bar:
+        task = bar.add_task("", total=None)
+        return work(lambda what: bar.update(task, description=what))
