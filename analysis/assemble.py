@@ -289,7 +289,7 @@ def ncu_target(spec: dict[str, Any], log: IterationLog | None) -> list[str] | No
     argv = ["env", "TBD_NO_TRACER=1", "tbd", "profile", str(spec["model"]), "--framework", str(spec.get("framework")),
             "--device", str(spec.get("device")), "--warmup", str(log.warmup_run if log.warmup_run is not None
                                                                   else log.warmup)]
-    for flag, key in (("--batch", "batch"), ("--size", "size"), ("--precision", "precision"), ("--threads", "threads")):
+    for flag, key in (("--batch", "batch"), ("--size", "size"), ("--threads", "threads")):
         if spec.get(key) is not None:
             argv += [flag, str(spec[key])]
     if timing:  # the timing windows back to back, as one: the same iterations, no cut by time

@@ -83,6 +83,10 @@ _CONST_BEFORE = re.compile(r"\bconst ((?:\w+::)*\w+)")
 _SPACE = re.compile(r"\s*([^\w\s])\s*")
 _INNER_VOID = re.compile(r"(?<=[<,])void ")
 _PARAM_LIST = re.compile(r"(?<=[\w>\])])\((?:[^()]|\(\))+\)")
+# A bool template argument: ncu 2025 prints it as 1/0 where Kineto prints true/false (cuDNN 9's
+# batch-norm kernels on an H200); the function's own namespaces, which ncu leaves out of those names.
+_BOOL_ARGUMENT = re.compile(r"(?<=[<,])(true|false)(?=[,>])")
+_LEADING_SCOPE = re.compile(r"^(?:\w+::)+(?=\w+[<(]|\w+$)")
 
 
 def canonical_name(name: str) -> str:
@@ -92,7 +96,11 @@ def canonical_name(name: str) -> str:
     "{lambda(int)#1}", "<unnamed>" and "(anonymous namespace)" alike, "const T" as "T const", spaces only
     between two words ("char *" and "char*", "> >" and ">>" alike), and the parameter lists of the
     functions named inside template arguments emptied ("gpu_kernel_impl<F>(at::TensorIteratorBase&,
-    F const&)" and ncu's "void gpu_kernel_impl<F>(at::TensorIteratorBase &, const T1 &)" alike)."""
+    F const&)" and ncu's "void gpu_kernel_impl<F>(at::TensorIteratorBase &, const T1 &)" alike), bool
+    template arguments as 1/0 and the function's own namespaces dropped (ncu 2025 prints cuDNN 9's
+    "cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 32, true, 1, true>" as
+    "bn_fw_tr_1C11_kernel_NCHW<float, float, int, 32, 1, 1, 1>"). Two kernels this makes one are
+    matched by neither (`merge_measured` keeps only keys that name one row)."""
     text = " ".join(name.split()).removeprefix("void ")
     text = text.replace("<unnamed>", "{anonymous}").replace("(anonymous namespace)", "{anonymous}")
     text = text.replace("(bool)0", "false").replace("(bool)1", "true")
@@ -105,6 +113,7 @@ def canonical_name(name: str) -> str:
         if emptied == text:
             break
         text = emptied
+    text = _LEADING_SCOPE.sub("", _BOOL_ARGUMENT.sub(lambda m: "1" if m.group(1) == "true" else "0", text))
     return text.removesuffix("()")
 
 

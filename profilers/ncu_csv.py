@@ -24,9 +24,14 @@ unless `--rename-kernels off` (analysis.ncu says how a launch is selected instea
 
 Refused with a one-line `TraceFormatError` and the export command as hint: anything that is not such
 a CSV (no header, no "Kernel Name" column, a details-page export, an .ncu-rep report, a FIFO or a
-directory, a file over the size limit), a row of the wrong width, and a value that is not a number:
-"n/a" (ncu could not collect the metric on this GPU) names the metric. An empty cell is a metric not
-collected for that launch: absent from its metrics, so the work it feeds is None, not 0.
+directory, a file over the size limit), a row of the wrong width, and a value that is not a number
+in a column tbd computes work from (FLOPs, tensor-pipe work, DRAM bytes): "n/a" (ncu could not
+collect the metric on this GPU) names the metric. Other columns may hold words: ncu 2025 prints
+every launch's device and launch attributes beside the metrics asked for
+("device__attribute_display_name" "NVIDIA H200", "launch__func_cache_config" "CachePreferNone",
+"device__attribute_confidential_computing_mode" "No-CC", seen on an H200); they are kept as text in
+`attributes`. An empty cell is a metric not collected for that launch: absent from its metrics, so
+the work it feeds is None, not 0.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import csv
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
@@ -71,6 +76,7 @@ class NcuLaunch:
         cc: compute capability as printed ("8.0"), None where absent.
         metrics: metric name -> value in base units (bytes, seconds, counts); metrics with an empty
             cell are absent.
+        attributes: metric name -> text, for the columns whose value is a word (never a work metric).
     """
 
     id: int
@@ -83,6 +89,7 @@ class NcuLaunch:
     device: int | None
     cc: str | None
     metrics: Mapping[str, float]
+    attributes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,12 +259,16 @@ def _launch(row: list[str], header: list[str], columns: dict[str, int], metric_c
         raise TraceFormatError(f"{where}: empty ID", hint=EXPORT_HINT)
     name = clean_name(row[columns["Kernel Name"]])
     where = f"{where} (ID {launch_id}, kernel {quoted(name, 40)})"
-    metrics = {}
+    metrics, attributes = {}, {}
     for i, metric in metric_columns:
         text = row[i].strip()
-        if text:
-            factor, _ = scales[metric]
-            metrics[metric] = _number(text, metric, where) * factor
+        if not text:
+            continue
+        if not is_work_metric(metric) and not _NUMBER.fullmatch(text):
+            attributes[metric] = clean_name(text)
+            continue
+        factor, _ = scales[metric]
+        metrics[metric] = _number(text, metric, where) * factor
 
     def cell(column: str) -> str | None:
         return row[columns[column]] if column in columns else None
@@ -270,7 +281,7 @@ def _launch(row: list[str], header: list[str], columns: dict[str, int], metric_c
                      grid=_dim3(cell("Grid Size"), "Grid Size", where),
                      device=_int(cell("Device"), "Device", where),
                      cc=cell("CC") or None,
-                     metrics=MappingProxyType(metrics))
+                     metrics=MappingProxyType(metrics), attributes=MappingProxyType(attributes))
 
 
 def _number(text: str, metric: str, where: str) -> float:

@@ -34,7 +34,9 @@ def fmt_hours(seconds: float | None) -> str:
 def fmt_energy(joules: float | None) -> str:
     if joules is None:
         return NA
-    return f"{fmt_sig(joules / 1e6, 3)} MJ" if joules >= 1e6 else f"{fmt_sig(joules / 1e3, 3)} kJ"
+    if joules >= 1e6:
+        return f"{fmt_sig(joules / 1e6, 3)} MJ"
+    return f"{fmt_sig(joules / 1e3, 3)} kJ" if joules >= 1e3 else f"{fmt_sig(joules, 3)} J"
 
 
 def fmt_usd(value: float | None) -> str:
@@ -163,6 +165,16 @@ def _over_runs(s: TtaSystem) -> list[RenderableType]:
              f"{fmt_sig(s.samples_per_s, 4)} samples/s (median epoch) -> {fmt_duration(s.train_s)} training, + "
              f"{fmt_duration(s.eval_s)} evaluation = time to target; init {fmt_duration(s.init_s)} (untimed); "
              f"without evaluation (DAWNBench) {fmt_duration(s.time_without_eval_s)}",
+             "tbd's profiler, one training step of the same configuration: "
+             + (f"{fmt_sig(s.profiled_samples_per_s, 4)} samples/s in the stable phase"
+                + (f" (windows spread {fmt_sig(s.profiled_spread_pct, 2)} %)" if s.profiled_spread_pct is not None
+                   else "")
+                + (f" -> {fmt_duration(s.profiled_train_s)} for the samples to target" if s.profiled_train_s
+                   is not None else "")
+                if s.profiled_samples_per_s is not None else f"{NA} ({s.profiled_reason})"),
+             f"Energy to target: {fmt_energy(s.energy_j)}"
+             + (f", {fmt_sig(s.energy_per_sample_j * 1e3, 3)} mJ per sample ({s.energy_reason})"
+                if s.energy_per_sample_j is not None else f" ({s.energy_reason})"),
              f"Cost to target: {fmt_usd(s.cost_usd) if s.cost_usd is not None else f'{NA} ({s.cost_reason})'}; "
              f"inference latency at accuracy: {fmt_sig(s.latency_ms, 3)} ms per item (held-out, one at a time)"]
     return [Text(printable(line), overflow="fold") for line in lines]

@@ -7,7 +7,38 @@ family as its `tbd profile` workload, sized to the data.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class TaskRun(Protocol):
+    """One run of a task, built by its module's `build(model, batch, seed, size, device) -> TaskRun`.
+
+    Timing is the caller's: it logs MLPerf's epoch and eval intervals around these calls, so each
+    returns only once the device has finished its work (`sync`)."""
+
+    train_samples: int  # samples (images, sentence pairs, utterances, environment frames) in one epoch
+    eval_samples: int  # items of the held-out split `evaluate` scores
+    hyperparameters: dict[str, Any]  # logged as MLPerf keys (opt_name, opt_base_learning_rate, ...)
+
+    def train_epoch(self) -> int:
+        """One epoch (or block) of training; the samples it trained on."""
+
+    def evaluate(self) -> float:
+        """The metric on the held-out split, in the TaskSpec's scale."""
+
+    def latency_per_item_s(self) -> float | None:
+        """DAWNBench's inference latency: held-out items one at a time, mean seconds each; None where the
+        task has no per-item inference (say why in the module)."""
+
+    def sync(self) -> None:
+        """Wait for the device's queued work."""
+
+
+#: What a task's run may also offer: `train_step()`, one optimizer step on a fixed batch of its training
+#: data, which `tbd train` hands to tbd's profiler for the stable-phase throughput of the same configuration.
+TRAIN_STEP = "train_step"
 
 
 @dataclass(frozen=True)
@@ -19,22 +50,39 @@ class TaskSpec:
     target: float  # the default target, in the metric's own scale (a fraction for accuracy)
     higher_is_better: bool
     module: str  # the models.tasks module that builds it
+    fraction: bool = True  # the metric is a fraction (DAWNBench's TSV shows it in percent)
+    dawnbench_column: str = "top1Accuracy"  # the metric's column in the DAWNBench TSV
+
+    @property
+    def comparison(self) -> str:
+        return ">=" if self.higher_is_better else "<="
+
+    def reached(self, value: float, target: float) -> bool:
+        return value >= target if self.higher_is_better else value <= target
+
+    def build(self, batch: int, seed: int, size: str, device: Any) -> TaskRun:
+        """A run of this task (the module is imported here: each task brings its own packages)."""
+        return importlib.import_module(f"tbd.models.tasks.{self.module}").build(self.model, batch, seed, size, device)
 
 
 _DIGITS = ("scikit-learn's bundled handwritten digits (UCI ML hand-written digits: 1,797 8x8 images, 10 classes; "
            "80/20 stratified split, held-out 360), upsampled to 32x32")
 
+_NUM2WORDS = ("numbers 0..999,999 written in English and in French by the num2words package (rule-based, offline); "
+              "8,000 training and 500 held-out numbers, disjoint, fixed seed; greedy decoding")
+
 TASKS: dict[str, TaskSpec] = {
-    name: TaskSpec(name, "digits", _DIGITS, "top1", 0.97, True, "digits")
-    for name in ("resnet50", "resnet101", "resnet152")
+    **{name: TaskSpec(name, "digits", _DIGITS, "top1", 0.97, True, "digits")
+       for name in ("resnet50", "resnet101", "resnet152")},
+    **{name: TaskSpec(name, "num2words", _NUM2WORDS, "bleu", 97.0, True, "num2words_translation", fraction=False,
+                      dawnbench_column="bleu")
+       for name in ("seq2seq", "transformer")},
 }
 
 #: Models without a task in this version, and why.
 NO_TASK: dict[str, str] = {
     "inception3": "not yet: its test size keeps the 299x299 input, which digits upsampled that far makes "
                   "minutes per epoch on a CPU; a task sized to it comes with the next tasks",
-    "seq2seq": "not yet: a num2words translation task (BLEU by sacrebleu) comes next",
-    "transformer": "not yet: a num2words translation task (BLEU by sacrebleu) comes next",
     "a3c": "not yet: CartPole-v1 to its reward threshold (gymnasium) comes next",
     "deepspeech2": "not yet: spoken numbers synthesized by espeak-ng, to a WER, come next",
     "faster_rcnn": "not yet: digits placed on a canvas, to an mAP (torchmetrics), come next",

@@ -25,17 +25,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
 from tbd.analysis.mlperf_runs import run_timeline
 from tbd.analysis.time_to_accuracy import olympic_verdicts, spread, summarize_runs, with_ratios
+from tbd.cli.api import profile_step
 from tbd.core import rundir
 from tbd.core.tta_result import TtaResult, TtaRun, TtaSystem, TtaTable
-from tbd.models.tasks import digits
-from tbd.models.tasks.catalog import TaskSpec
+from tbd.models.tasks.catalog import TRAIN_STEP, TaskSpec
 from tbd.profilers.dawnbench.writer import write_entry
-from tbd.profilers.energy import SCOPE, EnergyMeter
+from tbd.profilers.energy import meter_for
 from tbd.profilers.mlperf import scoring
 from tbd.profilers.mlperf.log import read_log
 from tbd.profilers.mlperf.writer import RunLog
+from tbd.profilers.pytorch.hook import resolve_device
 
 SYSTEM = "local"
 #: MLPerf Training drops this many runs at each end of the olympic mean (all benchmarks but unet3d).
@@ -54,6 +57,8 @@ class TrainOptions:
     seed: int
     cost_per_hour: float | None
     out: Path
+    device: str = "auto"  # as `tbd profile --device`: auto, cpu, cuda or cuda:N
+    profile: bool = True  # also time one training step with tbd's profiler (the stable-phase throughput)
 
 
 def train(options: TrainOptions, progress: Callable[[str], None] | None = None) -> TtaResult:
@@ -68,22 +73,27 @@ def train(options: TrainOptions, progress: Callable[[str], None] | None = None) 
     runs: list[TtaRun] = []
     latencies: list[float] = []
     interrupted = False
+    device = resolve_device(torch, options.device)
     for i in range(options.runs):
         if progress is not None:
             progress(f"run {i + 1} of {options.runs}")
-        done = _one_run(options, i, bench / f"result_{i}.txt")
+        done = _one_run(options, device, i, bench / f"result_{i}.txt")
         write_entry(options.out / "dawnbench" / f"{options.model}_run{i}", {
-            "author": "tbd train", "model": options.model, "hardware": _hardware(),
+            "author": "tbd train", "model": options.model, "hardware": _hardware(device),
             "framework": "PyTorch", "timestamp": time.strftime("%Y-%m-%d"),
             **({"costPerHour": options.cost_per_hour} if options.cost_per_hour is not None else {})},
-            done.rows, "top1Accuracy")
+            done.rows, options.spec.dawnbench_column)
         runs.append(_run(done.path, run_timeline(read_log(done.path)), done.joules, done.energy_reason))
         if done.latency_s is not None:
             latencies.append(done.latency_s)
         interrupted = done.interrupted
         if interrupted:
             break
-    result = _result(options, runs, latencies, interrupted)
+    if progress is not None and options.profile and not interrupted:
+        progress("profiling one training step (stable phase)")
+    profiled = _profiled(options, device) if options.profile and not interrupted else \
+        Profiled(None, None, "interrupted" if interrupted else "not asked (--no-profile)")
+    result = _result(options, _hardware(device), runs, latencies, interrupted, profiled)
     rundir.atomic_write_json(options.out / "tta.json", result.to_dict())
     if interrupted:
         raise KeyboardInterrupt
@@ -93,20 +103,44 @@ def train(options: TrainOptions, progress: Callable[[str], None] | None = None) 
 @dataclasses.dataclass(frozen=True)
 class _RunDone:
     path: Path
-    rows: list[tuple[int, float, float]]  # DAWNBench's TSV: epoch, hours since run_start, top-1 in percent
+    rows: list[tuple[int, float, float]]  # DAWNBench's TSV: epoch, hours since run_start, the metric (percent
+    # for a fraction)
     latency_s: float | None  # inference latency per item, for a run that reached the target
     joules: float | None
-    energy_reason: str | None  # why joules is None
+    energy_reason: str  # what joules covers, or why it is None
     interrupted: bool
 
 
-def _hardware() -> str:
+@dataclasses.dataclass(frozen=True)
+class Profiled:
+    samples_per_s: float | None
+    spread_pct: float | None
+    reason: str | None
+
+
+def _profiled(options: TrainOptions, device: torch.device) -> Profiled:
+    """tbd's profiler on one training step of a fresh run (seed SEED): the same model, data and batch as the
+    runs, warm-up found and timed as `tbd profile` times it, so the epochs' throughput can be set beside it."""
+    task = options.spec.build(options.batch, options.seed, options.size, device)
+    step = getattr(task, TRAIN_STEP, None)
+    if step is None:
+        return Profiled(None, None, f"the {options.spec.task} task offers no single training step to profile")
+    profile = profile_step(step, samples_per_step=options.batch, model=getattr(task, "model", None),
+                           optimizer=getattr(task, "optimizer", None), name=f"{options.model}-{options.spec.task}",
+                           device=str(device), trace_iterations=0, max_seconds=120.0)
+    throughput = profile.metrics.throughput
+    return Profiled(throughput.value, throughput.spread_pct, throughput.reason)
+
+
+def _hardware(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
     return platform.processor() or platform.machine()
 
 
-def _one_run(options: TrainOptions, index: int, path: Path) -> _RunDone:
+def _one_run(options: TrainOptions, device: torch.device, index: int, path: Path) -> _RunDone:
     log = RunLog(path)
-    meter = EnergyMeter()
+    meter = meter_for(-1 if device.type == "cpu" else int(device.index))
     joules = None
     seed = options.seed + index
     rows: list[tuple[int, float, float]] = []
@@ -119,7 +153,7 @@ def _one_run(options: TrainOptions, index: int, path: Path) -> _RunDone:
         log.event("cache_clear", True)
         log.start("init_start")
         log.event("seed", seed)
-        task = digits.build(options.model, options.batch, seed, options.size)
+        task = options.spec.build(options.batch, seed, options.size, device)
         log.event("global_batch_size", options.batch)
         log.event("train_samples", task.train_samples)
         log.event("eval_samples", task.eval_samples)
@@ -135,11 +169,12 @@ def _one_run(options: TrainOptions, index: int, path: Path) -> _RunDone:
             samples += task.train_epoch()
             log.end("epoch_stop", epoch_num=epoch, samples_count=samples)
             log.start("eval_start", epoch_num=epoch)
-            accuracy = task.evaluate()
-            log.event("eval_accuracy", accuracy, epoch_num=epoch)
+            quality = task.evaluate()
+            log.event("eval_accuracy", quality, epoch_num=epoch)
             log.end("eval_stop", epoch_num=epoch)
-            rows.append((epoch, (time.monotonic() - started) / 3600.0, accuracy * 100.0))
-            if accuracy >= options.target:
+            rows.append((epoch, (time.monotonic() - started) / 3600.0,
+                         quality * 100.0 if options.spec.fraction else quality))
+            if options.spec.reached(quality, options.target):
                 status = "success"
                 break
         joules = meter.stop()
@@ -151,7 +186,7 @@ def _one_run(options: TrainOptions, index: int, path: Path) -> _RunDone:
         log.close()
     if status == "success":
         latency = task.latency_per_item_s()  # after run_stop: DAWNBench times inference apart
-    why = None if joules is not None else meter.reason or "interrupted before run_stop"
+    why = meter.scope if joules is not None else meter.reason or "interrupted before run_stop"
     return _RunDone(path, rows, latency, joules, why, interrupted)
 
 
@@ -163,11 +198,12 @@ def _run(path: Path, timeline, joules: float | None, energy_reason: str | None) 
         to_converge=timeline.epochs_to_converge, epochs_to_converge=timeline.epochs_to_converge,
         samples_to_converge=timeline.samples_to_converge, samples_reason=timeline.samples_reason,
         init_s=timeline.init_s, run_s=timeline.run_s, eval_s=timeline.eval_s, train_s=timeline.train_s,
-        energy_j=joules, energy_reason=SCOPE if joules is not None else energy_reason, throughput=timeline.throughput,
+        energy_j=joules, energy_reason=energy_reason, throughput=timeline.throughput,
         accuracy=timeline.accuracy, notes=timeline.notes)
 
 
-def _result(options: TrainOptions, runs: list[TtaRun], latencies: list[float], interrupted: bool) -> TtaResult:
+def _result(options: TrainOptions, hardware: str, runs: list[TtaRun], latencies: list[float],
+            interrupted: bool, profiled: Profiled) -> TtaResult:
     from mlperf_logging.result_summarizer import result_summarizer as rs
 
     run_min = {Path(r.file).name: r.score for r in runs if r.score is not None}
@@ -200,13 +236,14 @@ def _result(options: TrainOptions, runs: list[TtaRun], latencies: list[float], i
         notes.append("interrupted: the runs done so far")
     energies = [r.energy_j for r in counted]
     energy = spread(energies).mean if counted and None not in energies else None
-    energy_reason = SCOPE if energy is not None else next(
-        (r.energy_reason for r in counted if r.energy_j is None), "no run reached the target")
+    energy_reason = next((r.energy_reason for r in counted if (r.energy_j is None) == (energy is None)),
+                         "no run reached the target")
+    samples_to_target = spread([r.samples_to_converge for r in counted if r.samples_to_converge is not None]).mean
     spec = options.spec
     system = TtaSystem(
         label=f"tbd train {options.model} (batch {options.batch}, {options.size})", path=str(options.out),
         submitter="tbd", system=SYSTEM, division="open", availability="research", framework="PyTorch",
-        accelerator=_hardware() or None, accelerator_count=None,
+        accelerator=hardware or None, accelerator_count=None,
         host_processors=None, score=score, score_unit="min", score_reason=reason, time_to_target_s=time_s,
         accelerator_time_s=None, energy_j=energy, energy_reason=energy_reason,
         cost_usd=time_s / 3600.0 * options.cost_per_hour if time_s is not None and options.cost_per_hour else None,
@@ -221,11 +258,16 @@ def _result(options: TrainOptions, runs: list[TtaRun], latencies: list[float], i
         init_s=summary.init_s, train_s=summary.train_s, eval_s=summary.eval_s, samples_per_s=summary.samples_per_s,
         time_min_s=times.minimum, time_median_s=times.median, time_max_s=times.maximum, time_cv_pct=times.cv_pct,
         time_without_eval_s=without_eval.mean,
-        samples_to_target=spread([r.samples_to_converge for r in counted
-                                  if r.samples_to_converge is not None]).mean)
+        samples_to_target=samples_to_target,
+        energy_per_sample_j=energy / samples_to_target if energy is not None and samples_to_target else None,
+        profiled_samples_per_s=profiled.samples_per_s, profiled_spread_pct=profiled.spread_pct,
+        profiled_train_s=samples_to_target / profiled.samples_per_s
+        if samples_to_target and profiled.samples_per_s else None,
+        profiled_reason=profiled.reason)
     table = TtaTable(source="tbd", benchmark=f"{options.model} on {spec.task}", ruleset=None, ruleset_source=None,
                      metric=spec.metric, target=options.target,
-                     target_source=f"{spec.metric} >= {options.target:g} on the held-out split ({spec.data})",
+                     target_source=f"{spec.metric} {spec.comparison} {options.target:g} on the held-out split "
+                                   f"({spec.data})",
                      systems=[system], notes=[])
     return TtaResult(sources=[str(options.out)], tables=[table], problems=[],
                      tool={"mlperf-logging": scoring.tool_version()})

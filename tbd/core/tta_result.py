@@ -125,6 +125,14 @@ class TtaSystem:
     time_cv_pct: Amount | None = None
     time_without_eval_s: Amount | None = None
     samples_to_target: Amount | None = None
+    # `tbd train`: energy_j / samples_to_target (energy_reason says what the meter covered).
+    energy_per_sample_j: Amount | None = None
+    # `tbd train`: tbd's profiler on one training step of the same model, data and batch (warm-up found,
+    # timing windows): its stable-phase samples/s, the spread of its windows, and samples_to_target over it.
+    profiled_samples_per_s: Amount | None = None
+    profiled_spread_pct: Amount | None = None
+    profiled_train_s: Amount | None = None
+    profiled_reason: str | None = None
 
 
 @dataclass(frozen=True)

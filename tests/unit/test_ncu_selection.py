@@ -28,13 +28,16 @@ from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from testpaths import FIXTURES
 
 from tbd.analysis import drilldown
+from tbd.analysis.assemble import ncu_target
 from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.ncu import kernel_function_name, ncu_command
 from tbd.cli import main as cli
+from tbd.core.records import IterationLog
 from tbd.profilers.kineto.reader import trace_records
 from tbd.profilers.traces.names import MAX_NAME_CHARS, clean_name
 
@@ -347,3 +350,17 @@ def test_ranked_groups_of_a_real_v100_trace_select_their_own_launches():
         interleaved += ncu["launch_count"] < names.count(name)
     # the optimizer's MulScalarFunctor (161 launches) interleaves with other instances of its function
     assert interleaved >= 1
+
+
+def test_the_rerun_command_is_one_tbd_profile_accepts():
+    """The command ncu reruns must parse as `tbd profile` (a GPU run once failed on a `--precision` it lacks)."""
+    log = IterationLog(times_ns=np.full(30, 10), warmup=5, warmup_detected=True, stable=True, timing_window=(8, 27),
+                       trace_window=(28, 29), timing_window_ns=200, warmup_run=8)
+    spec = {"model": "resnet50", "framework": "pytorch", "device": "cuda:0", "batch": 64, "size": "full",
+            "precision": "fp32", "threads": 4}
+    argv = ncu_target(spec, log)
+    assert argv[:3] == ["env", "TBD_NO_TRACER=1", "tbd"]
+    parsed = cli.build_parser().parse_args(argv[3:])
+    assert (parsed.model, parsed.batch, parsed.size, parsed.threads, parsed.warmup) == ("resnet50", 64, "full", 4, 8)
+    assert (parsed.iterations, parsed.repeat, parsed.trace_iterations) == (20, 1, 2)
+    assert not parsed.window_seconds  # 0: the windows are not cut by time

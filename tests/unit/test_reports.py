@@ -61,7 +61,7 @@ NCU_METRICS = ",".join([*(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.s
 #: The `tbd profile` command ncu reruns for cuda_profile's seq2seq run (analysis.assemble.ncu_target):
 #: warm-up 14, timing iterations 14-63 (50), trace iterations 64-66 (3).
 SEQ2SEQ_RERUN = ["env", "TBD_NO_TRACER=1", "tbd", "profile", "seq2seq", "--framework", "pytorch", "--device",
-                 "cuda:0", "--warmup", "14", "--batch", "128", "--precision", "fp32", "--iterations", "50",
+                 "cuda:0", "--warmup", "14", "--batch", "128", "--iterations", "50",
                  "--repeat", "1", "--window-seconds", "0", "--trace-iterations", "3", "--quiet", "--out", "RUN_DIR-ncu"]
 
 

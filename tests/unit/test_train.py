@@ -56,6 +56,11 @@ def test_three_runs_reach_the_target_and_the_score_is_the_olympic_mean(trained):
     assert system.time_min_s == pytest.approx(min(minutes) * 60) and system.time_max_s == pytest.approx(max(minutes) * 60)
     assert system.cost_usd == pytest.approx(system.score / 60 * 2)
     assert system.latency_ms is not None and system.latency_ms > 0
+    # tbd's profiler on one step of the same configuration; samples to target over it is its prediction.
+    assert system.profiled_samples_per_s > 0 and system.profiled_reason is None
+    assert system.profiled_train_s == pytest.approx(system.samples_to_target / system.profiled_samples_per_s)
+    # No energy counter on these machines: null, with the reason, never a number.
+    assert system.energy_j is None and system.energy_per_sample_j is None and "RAPL" in system.energy_reason
 
 
 def test_each_run_is_also_a_dawnbench_entry(trained):
@@ -86,7 +91,7 @@ def test_runs_that_never_reach_the_target_give_no_score(tmp_path):
     (["nope"], "unknown model 'nope'"),
     (["resnet50", "--framework", "mxnet"], "runs PyTorch only"),
     (["resnet50", "--metric", "bleu"], "measures top1, not bleu"),
-    (["resnet50", "--target", "97"], "is not an accuracy fraction"),
+    (["resnet50", "--target", "97"], "--target 97 is not a fraction: top1 is one"),
 ])
 def test_bad_requests_are_one_line(argv, said, capsys, tmp_path):
     assert main(["train", *argv, "--out", str(tmp_path / "x")]) == 2

@@ -55,7 +55,7 @@ def suite_rows(framework: str | None = None, *, installed: dict[str, bool] | Non
 def _task_text(model: str) -> str:
     """What `tbd train MODEL` trains on, its metric and default target ("" without a task: NO_TASK says why)."""
     task = TASKS.get(model)
-    return f"{task.task}, {task.metric} >= {task.target:g}" if task is not None else ""
+    return f"{task.task}, {task.metric} {task.comparison} {task.target:g}" if task is not None else ""
 
 
 def run(args: argparse.Namespace) -> int:

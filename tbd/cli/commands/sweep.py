@@ -179,9 +179,9 @@ def _tta_sweep(args: argparse.Namespace) -> int:
     spec = task_spec(args.model)
     target = args.target if args.target is not None else spec.target
     out = Path(args.out) if args.out is not None else Path("runs") / f"sweep-tta-{args.model}-{time.strftime('%Y%m%d-%H%M%S')}"
-    prepare_out_dir(out, args.force, "tta.json", "tbd sweep --tta directory")
+    prepare_out_dir(out, args.force, "tta.json", "sweep --tta directory")
     options = TrainOptions(args.model, spec, args.runs, batches[0], args.max_epochs, target, args.size, args.seed,
-                           None, out)
+                           None, out, args.device)
     try:
         result = with_spinner(f"tbd sweep --tta {args.model}:",
                               lambda progress: train_sweep(options, batches, progress=progress), quiet=args.quiet)

@@ -30,7 +30,7 @@ MARKER = "tta.json"
 
 
 def _tasks_help() -> str:
-    have = "; ".join(f"{m}: {t.task}, {t.metric} >= {t.target:g}" for m, t in TASKS.items())
+    have = "; ".join(f"{m}: {t.task}, {t.metric} {t.comparison} {t.target:g}" for m, t in TASKS.items())
     lacking = "; ".join(f"{m}: {why}" for m, why in NO_TASK.items())
     return f"models with a task: {have}. Without one yet: {lacking}"
 
@@ -50,6 +50,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", choices=("full", "test"), default="test",
                    help="test (the suite's CI-size network, default: minutes on a CPU) or full (the variant's real "
                         "depths and widths)")
+    p.add_argument("--device", default="auto",
+                   help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N; energy is NVML's on a GPU, RAPL's on "
+                        "the CPU")
+    p.add_argument("--no-profile", action="store_true",
+                   help="skip the stable-phase throughput of one training step by tbd's profiler (set beside the "
+                        "epochs' throughput; seconds on a CPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-per-hour", type=positive_float, default=None, metavar="USD",
                    help="price of the machine per hour: cost to target = hours x USD")
@@ -71,14 +77,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.model}'s task measures {spec.metric}, not {args.metric}",
                          hint=f"leave out --metric, or give --metric {spec.metric}")
     target = args.target if args.target is not None else spec.target
-    if spec.metric == "top1" and not 0 < target <= 1:
-        raise UsageError(f"--target {target:g} is not an accuracy fraction", hint="e.g. --target 0.97")
+    if spec.fraction and not 0 < target <= 1:
+        raise UsageError(f"--target {target:g} is not a fraction: {spec.metric} is one", hint=f"e.g. --target {spec.target:g}")
     out = args.out or Path("runs") / f"train-{args.model}-b{args.batch}-{time.strftime('%Y%m%d-%H%M%S')}"
-    prepare_out_dir(out, args.force, MARKER, "tbd train directory")
+    prepare_out_dir(out, args.force, MARKER, "train directory")
     options = TrainOptions(args.model, spec, args.runs, args.batch, args.max_epochs, target, args.size, args.seed,
-                           args.cost_per_hour, out)
+                           args.cost_per_hour, out, args.device, not args.no_profile)
     try:
-        result = with_spinner(f"training {args.model} to {spec.metric} >= {target:g}:",
+        result = with_spinner(f"training {args.model} to {spec.metric} {spec.comparison} {target:g}:",
                               lambda progress: train(options, progress=progress))
     except KeyboardInterrupt:
         raise InterruptedRun(f"interrupted: the runs done so far are in {out / MARKER}") from None
