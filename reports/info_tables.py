@@ -148,11 +148,12 @@ def render_suite(rows: list[dict], *, width: int = 120) -> str:
     for name, r in models.items():
         if r.get("task"):
             tasks.setdefault(r["task"], []).append(name)
-    lines = [f"{', '.join(names)}: {task}" for task, names in tasks.items()]
+    lines = [f"{task} ({', '.join(names)})" for task, names in tasks.items()]
     without = [name for name, r in models.items() if not r.get("task")]
     if without:
-        lines.append(f"{len(without)} not yet (`tbd train --help`)")
-    train = Text(printable("tbd train: " + "; ".join(lines)), style="dim")
+        lines.append(f"none yet for {', '.join(without)}")
+    train = Text(printable("tbd train tasks: " + "; ".join(lines) + " (metrics and targets: tbd train --help)"),
+                 style="dim")
     console = new_console(width, False)
     return console_text(console, [Text("The TBD suite: models x frameworks", style="bold"), runs, legend, None,
-                                  about, None, train])
+                                  about, train])

@@ -7,13 +7,14 @@
 #
 # Environment: OUT (where the packed results go; default /tmp/gpu_check), BUDGET_S (seconds for all
 # steps, default 420; each step gets at most what is left), WHEELS (a folder of wheels for what the
-# machine's Python lacks: msgspec, nvtx, mlperf-logging; tbd itself is installed from this checkout),
+# machine's Python lacks: msgspec, nvtx, mlperf-logging, num2words; tbd itself is installed from this checkout),
 # STEPS (the steps to run, by the names below: "profile train ncu"; default all).
 # Steps: tbd env; tbd profile resnet50 (full size, batch 64) with NVML and the memory categories;
 # bench/overhead.py (tbd's throughput against a bare loop, side by side); tbd train resnet50 on the
 # GPU (time to accuracy, NVML energy); tbd profile transformer; tbd profile resnet50 --ncu 3 (Nsight
 # Compute counters); tbd profile resnet50 --nproc-per-node 1 (torchrun, NCCL); tools/gpu_busy_truth.py
-# (GPU busy measured apart from tbd); tbd sweep --tta at batch 16, 64, 256; tbd train --size full.
+# (GPU busy measured apart from tbd); tbd sweep --tta at batch 16, 64, 256; tbd train seq2seq (num2words);
+# tbd train --size full.
 # docs/results/gpu-check-*.md record what each lease measured.
 set -u
 OUT=${OUT:-/tmp/gpu_check}
@@ -84,6 +85,7 @@ if [ "$DEVICE" != "cpu" ]; then
 fi
 want sweep-tta && step sweep-tta 100 $TBD sweep resnet50 --tta --batch 16,64,256 --runs 3 --device "$DEVICE" \
     --quiet --out "$RUNS/sweep-tta"
+want train-seq2seq && step train-seq2seq 90 $TBD train seq2seq --device "$DEVICE" --runs 3 --out "$RUNS/train-seq2seq"
 want train-full && step train-resnet50-full 80 $TBD train resnet50 --size full --device "$DEVICE" --runs 3 \
     --out "$RUNS/train-resnet50-full"
 for run in "$RUNS"/*/; do pack "$(basename "$run")" "${run%/}"; done

@@ -96,7 +96,7 @@ class FrozenBatchNorm2d(nn.Module):
     def __init__(self, channels: int, eps: float = 1e-5):
         super().__init__()
         self.eps = eps
-        self.calibrating = False  # True: normalise by this batch's statistics and keep them (see _calibrate)
+        self.calibrating = False  # True: normalise by this batch's statistics and keep them (see calibrate)
         self.weight = nn.Parameter(torch.ones(channels), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(channels), requires_grad=False)
         self.register_buffer("running_mean", torch.zeros(channels))
@@ -147,7 +147,7 @@ class FasterRCNN(nn.Module):
         anchors = ops.anchor_grid(*features.shape[-2:], STRIDE, cfg.anchor_sizes, ANCHOR_RATIOS, image.device)
 
         losses = _rpn_losses(anchors, objectness, deltas, gt_boxes, height, width, cfg.rpn_batch, generator)
-        proposals, valid = _proposals(anchors, objectness.detach(), deltas.detach(), height, width, min_size, cfg)
+        proposals, valid = region_proposals(anchors, objectness.detach(), deltas.detach(), height, width, min_size, cfg)
         rois, labels, targets, is_fg, ok = _sample_rois(proposals, valid, gt_boxes, gt_labels, cfg.roi_batch,
                                                          generator)
         pooled = ops.roi_align(features, rois, cfg.pooled, 1.0 / STRIDE, sampling_ratio=2, aligned=True)
@@ -188,7 +188,7 @@ def _rpn_losses(anchors: torch.Tensor, objectness: torch.Tensor, deltas: torch.T
             "rpn_box": (l1 * regress.to(l1.dtype)).sum() / batch}
 
 
-def _proposals(anchors: torch.Tensor, objectness: torch.Tensor, deltas: torch.Tensor, height: int, width: int,
+def region_proposals(anchors: torch.Tensor, objectness: torch.Tensor, deltas: torch.Tensor, height: int, width: int,
                min_size: float, cfg: DetectorConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """The RPN's proposals [post_nms, 4] in score order and which of them exist (bool [post_nms]).
 
@@ -270,9 +270,9 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     generator = torch.Generator().manual_seed(seed)
 
     model = FasterRCNN(cfg)
-    _init_weights(model, generator)
-    _calibrate(model, _normalised_pixels((1, 3, cfg.calibration_side, cfg.calibration_side), generator))
-    _freeze(model)
+    init_weights(model, generator)
+    calibrate(model, _normalised_pixels((1, 3, cfg.calibration_side, cfg.calibration_side), generator))
+    freeze(model)
     model.to(device).train()
     # Wrapped before the optimizer is made: FSDP replaces the parameters with their shards.
     net = parallel(model) if parallel else model
@@ -352,7 +352,7 @@ def _normalised_pixels(shape: tuple[int, ...], generator: torch.Generator) -> to
     return (pixels - mean) / std
 
 
-def _init_weights(model: FasterRCNN, generator: torch.Generator) -> None:
+def init_weights(model: FasterRCNN, generator: torch.Generator) -> None:
     """Trunk and res5: torchvision's ResNet init; RPN and head: the reference's N(0, 0.01) / N(0, 0.001), zero bias."""
     for module in itertools.chain(model.trunk.modules(), model.res5.modules()):
         if isinstance(module, nn.Conv2d):
@@ -363,7 +363,7 @@ def _init_weights(model: FasterRCNN, generator: torch.Generator) -> None:
         nn.init.zeros_(layer.bias)
 
 
-def _freeze(model: FasterRCNN) -> None:
+def freeze(model: FasterRCNN) -> None:
     """Stop training conv1 and res2 (the MXNet reference's FIXED_PARAMS 'conv0', 'stage1'); BN is frozen already."""
     for param in model.trunk[:model.frozen_prefix].parameters():
         param.requires_grad_(False)
@@ -372,7 +372,7 @@ def _freeze(model: FasterRCNN) -> None:
 @torch.no_grad()
 
 
-def _calibrate(model: FasterRCNN, image: torch.Tensor) -> None:
+def calibrate(model: FasterRCNN, image: torch.Tensor) -> None:
     """Set every frozen BN's statistics from one forward pass of `image` through conv1..conv5.
 
     Each BN normalises by (and keeps) the statistics of its own input in that pass, as a

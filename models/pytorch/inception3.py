@@ -284,7 +284,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     generator = torch.Generator().manual_seed(seed)
 
     model = Inception3(classes, stages, width)
-    _init_weights(model, generator)
+    init_weights(model, generator)
     model.to(device).train()
     # Wrapped before the optimizer is made: FSDP replaces the parameters with their shards.
     net = parallel(model) if parallel else model
@@ -316,7 +316,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     )
 
 
-def _init_weights(model: nn.Module, generator: torch.Generator) -> None:
+def init_weights(model: nn.Module, generator: torch.Generator) -> None:
     """torchvision's Inception3 init, drawn from `generator` (seeded locally, not the global RNG).
 
     Convolution and linear weights: normal truncated to [-2, 2] with std 0.1, or the layer's own

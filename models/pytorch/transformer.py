@@ -142,15 +142,15 @@ class Transformer(nn.Module):
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Logits float [B, T, vocab] from source ids [B, S] and decoder input ids [B, T] (teacher forcing)."""
         src_keep = (src != PAD)[:, None, None, :]  # [B, 1, 1, S], broadcast over heads and queries
-        x = self._embed(src)
+        x = self.embed_tokens(src)
         for layer in self.encoder:
             x = layer(x, src_keep)
-        y = self._embed(tgt_in)
+        y = self.embed_tokens(tgt_in)
         for layer in self.decoder:
             y = layer(y, x, src_keep)
         return F.linear(y, self.embed.weight)  # pre-softmax projection = the shared embedding (§3.4)
 
-    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+    def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
         # §3.4: embeddings times sqrt(d_model); §5.4: dropout on embeddings + positional encodings.
         scaled = self.embed(ids) * math.sqrt(self.d_model)
         return self.drop(scaled + self.positions[: ids.shape[1]])
@@ -199,7 +199,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     generator = torch.Generator().manual_seed(seed)
 
     model = Transformer(vocab, d_model, heads, d_ff, enc_layers, dec_layers)
-    _init_weights(model, generator)
+    init_weights(model, generator)
     model.to(device).train()
     # Base lr 1.0 so the LambdaLR factor is the learning rate itself. LambdaLR calls the lambda
     # with 0 before the first step, so the factor uses step + 1 (the paper's steps count from 1).
@@ -239,7 +239,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     )
 
 
-def _init_weights(model: Transformer, generator: torch.Generator) -> None:
+def init_weights(model: Transformer, generator: torch.Generator) -> None:
     """fairseq's transformer init: Xavier-uniform linears, zero biases, N(0, d^-0.5) embeddings, zero pad row."""
     for module in model.modules():
         if isinstance(module, nn.Linear):

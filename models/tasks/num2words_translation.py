@@ -57,7 +57,7 @@ from tbd.models.pytorch.transformer import (
     ADAM_EPS,
     LABEL_SMOOTHING,
     Transformer,
-    _init_weights,
+    init_weights,
     inverse_sqrt_lr,
 )
 from tbd.models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES, TRANSFORMER_SIZES
@@ -230,13 +230,13 @@ def greedy_transformer(model: Transformer, src: torch.Tensor, max_len: int = MAX
     """Greedy translations int64 [B, <= max_len] of src [B, S]: the encoder once, then the decoder over the
     prefix written so far, taking the last position's most likely token (Transformer.forward's math)."""
     keep = (src != PAD)[:, None, None, :]
-    memory = model._embed(src)
+    memory = model.embed_tokens(src)
     for layer in model.encoder:
         memory = layer(memory, keep)
     prefix = torch.full((src.shape[0], 1), BOS, device=src.device)
     out = []
     for _ in range(max_len):
-        y = model._embed(prefix)
+        y = model.embed_tokens(prefix)
         for layer in model.decoder:
             y = layer(y, memory, keep)
         token = F.linear(y[:, -1:], model.embed.weight).argmax(-1)  # [B, 1]
@@ -367,7 +367,7 @@ def build(model_name: str, batch: int, seed: int, size: str = "test", device: to
         _vocab, d_model, heads, d_ff, enc, dec, _lengths, _warmup = TRANSFORMER_SIZES[size]
         warmup = TRANSFORMER_WARMUP[size]
         model = Transformer(len(vocab), d_model, heads, d_ff, enc, dec)
-        _init_weights(model, generator)
+        init_weights(model, generator)
         optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=ADAM_BETAS, eps=ADAM_EPS)
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: inverse_sqrt_lr(step + 1, d_model, warmup))

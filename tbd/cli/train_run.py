@@ -32,7 +32,7 @@ from tbd.analysis.time_to_accuracy import olympic_verdicts, spread, summarize_ru
 from tbd.cli.api import profile_step
 from tbd.core import rundir
 from tbd.core.tta_result import TtaResult, TtaRun, TtaSystem, TtaTable
-from tbd.models.tasks.catalog import TRAIN_STEP, TaskSpec
+from tbd.models.tasks.catalog import SAMPLES_PER_STEP, TRAIN_STEP, TaskSpec
 from tbd.profilers.dawnbench.writer import write_entry
 from tbd.profilers.energy import meter_for
 from tbd.profilers.mlperf import scoring
@@ -125,7 +125,7 @@ def _profiled(options: TrainOptions, device: torch.device) -> Profiled:
     step = getattr(task, TRAIN_STEP, None)
     if step is None:
         return Profiled(None, None, f"the {options.spec.task} task offers no single training step to profile")
-    profile = profile_step(step, samples_per_step=options.batch, model=getattr(task, "model", None),
+    profile = profile_step(step, samples_per_step=getattr(task, SAMPLES_PER_STEP, options.batch), model=getattr(task, "model", None),
                            optimizer=getattr(task, "optimizer", None), name=f"{options.model}-{options.spec.task}",
                            device=str(device), trace_iterations=0, max_seconds=120.0)
     throughput = profile.metrics.throughput

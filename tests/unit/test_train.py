@@ -10,6 +10,7 @@ import pytest
 
 from tbd.cli.main import main
 from tbd.core.tta_result import TtaResult
+from tbd.models.tasks import catalog
 from tbd.profilers.dawnbench.reader import read_entry
 
 
@@ -87,7 +88,6 @@ def test_runs_that_never_reach_the_target_give_no_score(tmp_path):
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["seq2seq"], "seq2seq has no tbd train task: not yet"),
     (["nope"], "unknown model 'nope'"),
     (["resnet50", "--framework", "mxnet"], "runs PyTorch only"),
     (["resnet50", "--metric", "bleu"], "measures top1, not bleu"),
@@ -97,6 +97,14 @@ def test_bad_requests_are_one_line(argv, said, capsys, tmp_path):
     assert main(["train", *argv, "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1
+
+
+def test_a_model_without_a_task_says_why(capsys, tmp_path, monkeypatch):
+    monkeypatch.delitem(catalog.TASKS, "wgan", raising=False)
+    monkeypatch.setitem(catalog.NO_TASK, "wgan", "no honest task: a stated reason")
+    assert main(["train", "wgan", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "wgan has no tbd train task: no honest task: a stated reason" in err and err.count("\n") == 1
 
 
 def test_sweep_tta_sets_throughput_beside_time_to_target(tmp_path, capsys):

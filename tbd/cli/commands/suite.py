@@ -53,9 +53,10 @@ def suite_rows(framework: str | None = None, *, installed: dict[str, bool] | Non
 
 
 def _task_text(model: str) -> str:
-    """What `tbd train MODEL` trains on, its metric and default target ("" without a task: NO_TASK says why)."""
+    """What `tbd train MODEL` trains on ("" without a task: NO_TASK says why); `tbd train --help` gives
+    each task's metric and default target."""
     task = TASKS.get(model)
-    return f"{task.task}, {task.metric} {task.comparison} {task.target:g}" if task is not None else ""
+    return task.task if task is not None else ""
 
 
 def run(args: argparse.Namespace) -> int:

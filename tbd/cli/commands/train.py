@@ -44,7 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric", default=None, metavar="NAME", help="the task's metric (the only one offered)")
     p.add_argument("--runs", type=positive_int, default=3,
                    help="runs with seeds SEED, SEED+1, ... (default 3: MLPerf's olympic mean needs 3)")
-    p.add_argument("--batch", type=positive_int, default=64, help="global batch size (default 64)")
+    p.add_argument("--batch", type=positive_int, default=None,
+                   help="global batch size (default: the task's, 64; A3C: frames per worker per update, 5)")
     p.add_argument("--max-epochs", type=positive_int, default=50,
                    help="a run that has not reached the target after this many epochs stops as not converged")
     p.add_argument("--size", choices=("full", "test"), default="test",
@@ -79,9 +80,10 @@ def run(args: argparse.Namespace) -> int:
     target = args.target if args.target is not None else spec.target
     if spec.fraction and not 0 < target <= 1:
         raise UsageError(f"--target {target:g} is not a fraction: {spec.metric} is one", hint=f"e.g. --target {spec.target:g}")
-    out = args.out or Path("runs") / f"train-{args.model}-b{args.batch}-{time.strftime('%Y%m%d-%H%M%S')}"
+    batch = args.batch if args.batch is not None else spec.batch
+    out = args.out or Path("runs") / f"train-{args.model}-b{batch}-{time.strftime('%Y%m%d-%H%M%S')}"
     prepare_out_dir(out, args.force, MARKER, "train directory")
-    options = TrainOptions(args.model, spec, args.runs, args.batch, args.max_epochs, target, args.size, args.seed,
+    options = TrainOptions(args.model, spec, args.runs, batch, args.max_epochs, target, args.size, args.seed,
                            args.cost_per_hour, out, args.device, not args.no_profile)
     try:
         result = with_spinner(f"training {args.model} to {spec.metric} {spec.comparison} {target:g}:",

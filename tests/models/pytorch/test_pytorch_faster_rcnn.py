@@ -38,7 +38,7 @@ def test_full_parameter_count_closed_form():
 def test_frozen_parameters_are_conv1_res2_and_every_batchnorm():
     with torch.device("meta"):
         model = FasterRCNN(FULL)
-    faster_rcnn._freeze(model)
+    faster_rcnn.freeze(model)
     conv1 = 64 * 3 * 7 * 7
     res2 = (64 * 64 + 64 * 64 * 9 + 64 * 256 + 64 * 256) + 2 * (256 * 64 + 64 * 64 * 9 + 64 * 256)  # 1st block projects
     # BN channels: stem 64, then per stage depth x (w + w + 4w) plus 4w in the projection.
@@ -322,7 +322,7 @@ def test_proposals_are_the_first_kept_boxes_in_score_order():
     anchors = torch.tensor([[0.0, 0, 10, 10], [1, 0, 11, 10], [20, 20, 30, 30], [0, 0, 2, 2]])
     objectness = torch.tensor([0.9, 0.8, 0.7, 5.0])  # the best one is under min_size and dropped
     cfg = faster_rcnn.DetectorConfig((1, 1, 1, 1), 8, 8, (16.0,), 50, 60, 4, 3, 8, 8, 8, 32)
-    boxes, valid = faster_rcnn._proposals(anchors, objectness, torch.zeros(4, 4), 40, 40, 4.0, cfg)
+    boxes, valid = faster_rcnn.region_proposals(anchors, objectness, torch.zeros(4, 4), 40, 40, 4.0, cfg)
     # Anchor 1 overlaps anchor 0 by 90 / 110 > 0.7: suppressed. Survivors 0 and 2 fill 2 of 3 rows.
     assert valid.tolist() == [True, True, False]
     torch.testing.assert_close(boxes[:2], anchors[[0, 2]])
