@@ -8,7 +8,7 @@ PIP_CONSTRAINT_FLAG := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
 MODEL ?= resnet50
 ARGS ?=
 
-.PHONY: setup setup-mxnet setup-tensorflow setup-browser profile test clean
+.PHONY: setup setup-mxnet setup-tensorflow setup-browser setup-speech profile test clean
 
 $(BIN)/tbd: setup.cfg pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -68,7 +68,16 @@ setup-browser:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; \
 	fi
 
-test: setup setup-browser
+# `tbd train deepspeech2` synthesizes its spoken numbers with Debian's espeak-ng (models/tasks/spoken_numbers.py);
+# the tests of that task need it too. Installed from apt only when absent.
+setup-speech:
+	@if ! command -v espeak-ng > /dev/null; then \
+		echo "installing espeak-ng (for tbd train deepspeech2)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends espeak-ng; \
+	fi
+
+test: setup setup-browser setup-speech
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS) tests
 	.venv-mxnet/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(MXNET_TESTS)
 	.venv-tensorflow/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(TENSORFLOW_TESTS)

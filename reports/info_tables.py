@@ -152,8 +152,7 @@ def render_suite(rows: list[dict], *, width: int = 120) -> str:
     without = [name for name, r in models.items() if not r.get("task")]
     if without:
         lines.append(f"none yet for {', '.join(without)}")
-    train = Text(printable("tbd train tasks: " + "; ".join(lines) + " (metrics and targets: tbd train --help)"),
-                 style="dim")
+    train = Text(printable("tbd train tasks (--help: metrics, targets): " + "; ".join(lines)), style="dim")
     console = new_console(width, False)
     return console_text(console, [Text("The TBD suite: models x frameworks", style="bold"), runs, legend, None,
                                   about, train])

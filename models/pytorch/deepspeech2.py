@@ -150,7 +150,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     generator = torch.Generator().manual_seed(seed)
 
     model = DeepSpeech2(config)
-    _init_weights(model, generator)
+    init_weights(model, generator)
     model.to(device).train()
     # Wrapped before the optimizer is made: FSDP replaces the parameters with their shards.
     net = parallel(model) if parallel else model
@@ -186,7 +186,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     )
 
 
-def _init_weights(model: nn.Module, generator: torch.Generator) -> None:
+def init_weights(model: nn.Module, generator: torch.Generator) -> None:
     """MXNet's Xavier(magnitude=2, factor_type="in"): weights U(-sqrt(2 / fan_in), +); biases 0, BN gamma 1."""
     for name, param in model.named_parameters():
         if param.dim() > 1:  # conv, linear and GRU weight matrices: fan_in = inputs per output

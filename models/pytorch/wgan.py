@@ -186,7 +186,7 @@ def build(batch: int, device: "torch.device | str", size: str = "full", seed: in
     generator = torch.Generator().manual_seed(seed)
 
     model = nn.ModuleDict({"generator": Generator(dim, side, noise), "critic": Critic(dim, side)})
-    _init_weights(model, generator)
+    init_weights(model, generator)
     model.to(device).train()
     gen_net, critic = model["generator"], model["critic"]
     critic_opt = torch.optim.Adam(critic.parameters(), lr=LEARNING_RATE, betas=BETAS)
@@ -260,7 +260,7 @@ def imagenet64_batch(batch: int, side: int, generator: torch.Generator) -> torch
     return 2 * (levels / 255 - 0.5)
 
 
-def _init_weights(model: nn.Module, generator: torch.Generator) -> None:
+def init_weights(model: nn.Module, generator: torch.Generator) -> None:
     """tflib's init, drawn from `generator`: uniform weights of std sqrt(k / (fan_in + fan_out)), zero biases.
 
     tflib/ops/conv2d.py: k = 4 (he_init, the default) or 2 (Glorot: the 1x1 shortcuts and the

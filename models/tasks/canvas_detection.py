@@ -68,6 +68,7 @@ from tbd.models.host_data.detection import SIZES as DETECTOR_SIZES
 from tbd.models.pytorch import detection_ops as ops
 from tbd.models.pytorch.faster_rcnn import FasterRCNN, calibrate, freeze, init_weights, region_proposals
 from tbd.models.tasks.digits import CLASSES, HELD_OUT, SPLIT_SEED
+from tbd.models.tasks.training import synchronize
 
 CANVAS = 96  # canvas side in pixels: the suite's test-size short side
 DIGIT_SIDES = (20, 40)  # a digit's square side, uniform over these pixels inclusive
@@ -299,8 +300,8 @@ class TaskRun:
         self.optimizer.step()
 
     def sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+
+        synchronize(self.device)
 
     def predictions(self) -> list[dict[str, torch.Tensor]]:
         """Detections of every held-out canvas, one canvas at a time (the detector's batch)."""

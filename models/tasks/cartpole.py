@@ -61,6 +61,7 @@ from torch import nn
 
 from tbd.models.pytorch.a3c_model import SharedRMSprop, a3c_loss, init_weights, n_step_returns
 from tbd.models.specs import A3C_ALPHA, A3C_ENTROPY_BETA, A3C_EPS, A3C_GAMMA, A3C_SIZES, A3C_VALUE_COEF
+from tbd.models.tasks.training import descend, synchronize
 
 ENV_ID = "CartPole-v1"
 OBSERVATIONS, ACTIONS = 4, 2
@@ -181,16 +182,14 @@ class TaskRun:
         logits, values = self.model(torch.from_numpy(obs[:t_max]).to(self.device).flatten(0, 1))
         loss = a3c_loss(logits, values, torch.from_numpy(actions).to(self.device).flatten(),
                         torch.from_numpy(returns).to(self.device).flatten())
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        descend(self.optimizer, loss)
 
     def _value(self, obs: np.ndarray) -> float:
         return float(self.model(torch.from_numpy(np.asarray(obs, dtype=np.float32))[None].to(self.device))[1][0])
 
     def sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+
+        synchronize(self.device)
 
     @torch.no_grad()
     def evaluate(self) -> float:

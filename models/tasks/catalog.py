@@ -8,6 +8,8 @@ family as its `tbd profile` workload, sized to the data.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import shutil
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -55,6 +57,18 @@ class TaskSpec:
     fraction: bool = True  # the metric is a fraction (DAWNBench's TSV shows it in percent)
     dawnbench_column: str = "top1Accuracy"  # the metric's column in the DAWNBench TSV
     batch: int = 64  # `tbd train --batch`'s default (A3C: frames per worker per update, t_max)
+    # What the task needs beyond torch: (Python module, pip name) or ("", program) for a Debian package's
+    # program; `missing()` names the first one absent, so `tbd train` says it in one line before it starts.
+    requires: tuple[tuple[str, str], ...] = ()
+
+    def missing(self) -> tuple[str, str] | None:
+        """(what is missing, the command that installs it), or None."""
+        for module, package in self.requires:
+            if module and importlib.util.find_spec(module) is None:
+                return f"the Python package {package}", f"pip install '{package}' (or: pip install -e '.[pytorch]')"
+            if not module and shutil.which(package) is None:
+                return f"the program {package}", f"apt-get install -y {package}"
+        return None
 
     @property
     def comparison(self) -> str:
@@ -80,24 +94,36 @@ _CARTPOLE = ("gymnasium's CartPole-v1 (reward threshold 475, episodes cut at 500
 _CANVASES = ("scikit-learn's digits (split as the ResNet task's) placed 1-3 per 96x96 canvas, non-overlapping, "
              "fixed layout: 727 training / 186 held-out canvases; mAP at IoU 0.5 by pycocotools' COCOeval")
 
+_WGAN = ("scikit-learn's bundled digits (train split of the digits task, 1,437 images, upsampled to 32x32 test / "
+         "64x64 full); score: Frechet distance (torchmetrics' FrechetInceptionDistance) between 1,000 generated digits "
+         "and the 360 held-out digits in the 64-d penultimate features of a small CNN digits classifier trained once "
+         "on the train split")
+_SPOKEN = ("English words of the numbers 0-999 (num2words) spoken by espeak-ng in 4 voice/speed/pitch variants, "
+           "16 kHz 161-bin log spectrograms; 800 numbers train (3,200 utterances), 200 disjoint numbers held out "
+           "(800 utterances); WER by torchmetrics, greedy CTC decoding")
+_SKLEARN = (("sklearn", "scikit-learn"),)
+
 TASKS: dict[str, TaskSpec] = {
-    **{name: TaskSpec(name, "digits", _DIGITS, "top1", 0.97, True, "digits")
+    **{name: TaskSpec(name, "digits", _DIGITS, "top1", 0.97, True, "digits", requires=_SKLEARN)
        for name in ("resnet50", "resnet101", "resnet152")},
     **{name: TaskSpec(name, "num2words", _NUM2WORDS, "bleu", 97.0, True, "num2words_translation", fraction=False,
-                      dawnbench_column="bleu")
+                      dawnbench_column="bleu", requires=(("num2words", "num2words"), ("sacrebleu", "sacrebleu")))
        for name in ("seq2seq", "transformer")},
     "inception3": TaskSpec("inception3", "digits", _DIGITS.replace("upsampled to 32x32", "upsampled to 75x75"),
-                           "top1", 0.96, True, "inception_digits"),
+                           "top1", 0.96, True, "inception_digits", requires=_SKLEARN),
     "faster_rcnn": TaskSpec("faster_rcnn", "digit canvases", _CANVASES, "mAP", 0.2, True, "canvas_detection",
-                            dawnbench_column="mAP", batch=1),
+                            dawnbench_column="mAP", batch=1, requires=(*_SKLEARN, ("pycocotools", "pycocotools"))),
     "a3c": TaskSpec("a3c", "cartpole", _CARTPOLE, "mean_return", 475.0, True, "cartpole", fraction=False,
-                    dawnbench_column="meanReturn", batch=5),
+                    dawnbench_column="meanReturn", batch=5, requires=(("gymnasium", "gymnasium"),)),
+    "wgan": TaskSpec("wgan", "digits_wgan", _WGAN, "fid", 40.0, False, "digits_wgan", fraction=False,
+                     dawnbench_column="FID", batch=32, requires=(*_SKLEARN, ("torchmetrics", "torchmetrics"))),
+    "deepspeech2": TaskSpec("deepspeech2", "spoken_numbers", _SPOKEN, "wer", 0.05, False, "spoken_numbers",
+                            dawnbench_column="WER", batch=32,
+                            requires=(("num2words", "num2words"), ("torchmetrics", "torchmetrics"), ("", "espeak-ng"))),
 }
 
 #: Models without a task in this version, and why.
 NO_TASK: dict[str, str] = {
-    "deepspeech2": "not yet: spoken numbers synthesized by espeak-ng, to a WER, come next",
-    "wgan": "not yet: a stated sample-quality score comes next",
 }
 
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from tbd.models.pytorch.resnet50 import resnet
 from tbd.models.specs import RESNET_SIZES
+from tbd.models.tasks.training import descend, synchronize
 
 SIDE = 32
 CLASSES = 10
@@ -71,13 +72,11 @@ class TaskRun:
 
     def _step(self, idx) -> None:
         loss = F.cross_entropy(self.model(self.train_x[idx]), self.train_y[idx])
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        descend(self.optimizer, loss)
 
     def sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+
+        synchronize(self.device)
 
     @torch.no_grad()
     def evaluate(self) -> float:

@@ -46,6 +46,7 @@ from torch import nn
 from tbd.models.pytorch.inception3 import Inception3, init_weights
 from tbd.models.specs import INCEPTION3_LABEL_SMOOTHING, INCEPTION3_MIN_BATCH, INCEPTION3_SIZES, check_inception3_batch
 from tbd.models.tasks.digits import CLASSES, load_split
+from tbd.models.tasks.training import descend, synchronize
 
 #: The smallest input side the main path of Inception-v3 accepts (see the module docstring).
 SIDE = 75
@@ -116,13 +117,11 @@ class TaskRun:
 
     def _step(self, idx) -> None:
         loss = self.criterion(self.model(self.train_x[idx]), self.train_y[idx])
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        descend(self.optimizer, loss)
 
     def sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+
+        synchronize(self.device)
 
     @torch.no_grad()
     def evaluate(self) -> float:

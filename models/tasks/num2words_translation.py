@@ -61,6 +61,7 @@ from tbd.models.pytorch.transformer import (
     inverse_sqrt_lr,
 )
 from tbd.models.specs import SEQ2SEQ_INIT_SCALE, SEQ2SEQ_SIZES, TRANSFORMER_SIZES
+from tbd.models.tasks.training import descend, synchronize
 
 SOURCE_LANG, TARGET_LANG = "en", "fr"
 MAX_DIGITS = 6  # numbers 0..999,999
@@ -305,15 +306,13 @@ class TaskRun:
         tgt_in, tgt_out = self.train.tgt_in[dev_idx, :t], self.train.tgt_out[dev_idx, :t]
         logits = self.model(src, src_len, tgt_in) if self.model_name == "seq2seq" else self.model(src, tgt_in)
         loss = self.criterion(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        descend(self.optimizer, loss)
         if schedule and self.schedule is not None:
             self.schedule.step()
 
     def sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+
+        synchronize(self.device)
 
     def translate(self, src: torch.Tensor, src_len: torch.Tensor) -> list[str]:
         """Greedy French for a batch of source ids (padded [B, S], lengths on the CPU)."""

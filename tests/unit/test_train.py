@@ -3,6 +3,7 @@ mlperf-logging's mllog so that its parser reads it, and every figure checked aga
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -128,3 +129,13 @@ def test_sweep_tta_sets_throughput_beside_time_to_target(tmp_path, capsys):
     capsys.readouterr()
     assert main(["sweep", "resnet50", "--runs", "5", "--batch", "2"]) == 2
     assert "--runs applies to --tta only" in capsys.readouterr().err
+
+
+def test_a_task_whose_package_is_missing_says_how_to_install_it(capsys, tmp_path, monkeypatch):
+    spec = catalog.TASKS["a3c"]
+    monkeypatch.setitem(catalog.TASKS, "a3c", dataclasses.replace(spec, requires=(("no_such_module_x", "gymnasium"),)))
+    assert main(["train", "a3c", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "a3c's task (cartpole) needs the Python package gymnasium, which is not installed" in err
+    assert "pip install 'gymnasium'" in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()  # refused before anything was written

@@ -19,7 +19,7 @@ from tbd.cli.commands.arguments import positive_float, positive_int
 from tbd.cli.commands.output import add_output_arguments, check_outputs, printed_format, stderr_console, write_output
 from tbd.cli.orchestrate import prepare_out_dir
 from tbd.cli.train_run import TrainOptions, train
-from tbd.core.errors import InterruptedRun, UsageError
+from tbd.core.errors import FrameworkMissingError, InterruptedRun, UsageError
 from tbd.models.tasks.catalog import NO_TASK, TASKS, TaskSpec
 from tbd.reports.renderers import renderer_for
 
@@ -32,7 +32,7 @@ MARKER = "tta.json"
 def _tasks_help() -> str:
     have = "; ".join(f"{m}: {t.task}, {t.metric} {t.comparison} {t.target:g}" for m, t in TASKS.items())
     lacking = "; ".join(f"{m}: {why}" for m, why in NO_TASK.items())
-    return f"models with a task: {have}. Without one yet: {lacking}"
+    return f"models with a task: {have}." + (f" Without one: {lacking}" if lacking else "")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -102,6 +102,10 @@ def task_spec(model: str) -> TaskSpec:
     if spec is None:
         raise UsageError(f"{model} has no tbd train task: {NO_TASK.get(model, 'none')}",
                          hint=f"models with a task: {', '.join(TASKS)}")
+    missing = spec.missing()
+    if missing is not None:
+        raise FrameworkMissingError(f"{model}'s task ({spec.task}) needs {missing[0]}, which is not installed",
+                                    hint=missing[1])
     return spec
 
 
