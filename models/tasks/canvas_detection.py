@@ -300,7 +300,6 @@ class TaskRun:
         self.optimizer.step()
 
     def sync(self) -> None:
-
         synchronize(self.device)
 
     def predictions(self) -> list[dict[str, torch.Tensor]]:

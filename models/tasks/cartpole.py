@@ -188,7 +188,6 @@ class TaskRun:
         return float(self.model(torch.from_numpy(np.asarray(obs, dtype=np.float32))[None].to(self.device))[1][0])
 
     def sync(self) -> None:
-
         synchronize(self.device)
 
     @torch.no_grad()

@@ -75,25 +75,33 @@ class TaskRun:
         descend(self.optimizer, loss)
 
     def sync(self) -> None:
-
         synchronize(self.device)
 
-    @torch.no_grad()
     def evaluate(self) -> float:
-        self.model.eval()
-        correct = sum(int((self.model(self.test_x[i:i + 256]).argmax(1) == self.test_y[i:i + 256]).sum())
-                      for i in range(0, len(self.test_y), 256))
-        return correct / len(self.test_y)
+        return top1(self.model, self.test_x, self.test_y)
 
-    @torch.no_grad()
     def latency_per_item_s(self) -> float:
-        """DAWNBench's inference latency: the held-out images one at a time, mean seconds per image."""
-        self.model.eval()
-        start = time.perf_counter()
-        for i in range(len(self.test_y)):
-            self.model(self.test_x[i:i + 1])
-            self.sync()  # an item's latency ends when its answer exists, not when its kernels are queued
-        return (time.perf_counter() - start) / len(self.test_y)
+        return latency_per_image_s(self.model, self.test_x, self.device)
+
+
+@torch.no_grad()
+def top1(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
+    """The fraction of `images` whose highest logit is their label (eval mode, 256 at a time)."""
+    model.eval()
+    correct = sum(int((model(images[i:i + 256]).argmax(1) == labels[i:i + 256]).sum())
+                  for i in range(0, len(labels), 256))
+    return correct / len(labels)
+
+
+@torch.no_grad()
+def latency_per_image_s(model: nn.Module, images: torch.Tensor, device: torch.device) -> float:
+    """DAWNBench's inference latency: `images` one at a time, mean seconds per image."""
+    model.eval()
+    start = time.perf_counter()
+    for i in range(len(images)):
+        model(images[i:i + 1])
+        synchronize(device)  # an item's latency ends when its answer exists, not when its kernels are queued
+    return (time.perf_counter() - start) / len(images)
 
 
 def load_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -181,7 +181,6 @@ class TaskRun:
         self.update(reals, noises, alphas)
 
     def sync(self) -> None:
-
         synchronize(self.device)
 
     @torch.no_grad()

@@ -35,7 +35,6 @@ queued kernels, so the caller's timestamps bound work that has finished.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +44,7 @@ from torch import nn
 
 from tbd.models.pytorch.inception3 import Inception3, init_weights
 from tbd.models.specs import INCEPTION3_LABEL_SMOOTHING, INCEPTION3_MIN_BATCH, INCEPTION3_SIZES, check_inception3_batch
-from tbd.models.tasks.digits import CLASSES, load_split
+from tbd.models.tasks.digits import CLASSES, latency_per_image_s, load_split, top1
 from tbd.models.tasks.training import descend, synchronize
 
 #: The smallest input side the main path of Inception-v3 accepts (see the module docstring).
@@ -120,25 +119,13 @@ class TaskRun:
         descend(self.optimizer, loss)
 
     def sync(self) -> None:
-
         synchronize(self.device)
 
-    @torch.no_grad()
     def evaluate(self) -> float:
-        self.model.eval()
-        correct = sum(int((self.model(self.test_x[i:i + 256]).argmax(1) == self.test_y[i:i + 256]).sum())
-                      for i in range(0, len(self.test_y), 256))
-        return correct / len(self.test_y)
+        return top1(self.model, self.test_x, self.test_y)
 
-    @torch.no_grad()
     def latency_per_item_s(self) -> float:
-        """DAWNBench's inference latency: the held-out images one at a time, mean seconds per image."""
-        self.model.eval()
-        start = time.perf_counter()
-        for i in range(len(self.test_y)):
-            self.model(self.test_x[i:i + 1])
-            self.sync()  # an item's latency ends when its answer exists, not when its kernels are queued
-        return (time.perf_counter() - start) / len(self.test_y)
+        return latency_per_image_s(self.model, self.test_x, self.device)
 
 
 def load_inception_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

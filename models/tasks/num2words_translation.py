@@ -311,7 +311,6 @@ class TaskRun:
             self.schedule.step()
 
     def sync(self) -> None:
-
         synchronize(self.device)
 
     def translate(self, src: torch.Tensor, src_len: torch.Tensor) -> list[str]:

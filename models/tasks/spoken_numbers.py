@@ -244,7 +244,6 @@ class TaskRun:
         descend(self.optimizer, loss)
 
     def sync(self) -> None:
-
         synchronize(self.device)
 
     @torch.no_grad()
