@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tbd.analysis import flop_gaps, kernel_rows, op_groups, quality, ranking, stability, utilization
+from tbd.analysis import flop_gaps, flop_terms, kernel_rows, op_groups, quality, ranking, stability, utilization
 from tbd.analysis.peaks import PeakModel
 from tbd.core.profile_result import (
     COMPLETE,
@@ -157,6 +157,7 @@ def iteration_log_from_steps(steps: tuple[StepSpan, ...]) -> IterationLog | None
 
 
 def gpu_busy(trace: TraceRecords | None, no_gpu_reason: str) -> Value:
+    """Formula (1) over the trace window: kernel-interval union / the window's wall time."""
     if trace is None:
         return Value.null("no trace window was recorded")
     if trace.device_kind != "cuda":
@@ -164,6 +165,33 @@ def gpu_busy(trace: TraceRecords | None, no_gpu_reason: str) -> Value:
     if trace.window_end_ns <= trace.window_start_ns:
         return Value.null(NO_WINDOW)
     return Value(utilization.gpu_busy_pct(trace))
+
+
+def gpu_busy_of_run(trace: TraceRecords | None, log: IterationLog | None,
+                    no_gpu_reason: str) -> tuple[Value, Value | None, list[str]]:
+    """(GPU busy, GPU busy as traced or None, notes).
+
+    A run tbd timed: the kernels' busy time per traced iteration over the timing window's iteration time,
+    since the tracer slows the host and stretches the traced iterations, not the kernels
+    (utilization.busy_per_untraced_iteration_pct); the trace window's own figure is kept beside it. A trace
+    alone has no untraced iterations: its figure is the trace window's, and None is the second.
+    """
+    traced = gpu_busy(trace, no_gpu_reason)
+    if (traced.value is None or log is None or log.from_trace or not log.trace_window or not log.timing_window
+            or not log.timing_window_ns):
+        return traced, None, []
+    # The trace's own steps where it has them: a trace cut to fewer steps than the run traced still divides right.
+    n_traced = len(trace.steps) if trace.steps else log.trace_window[1] - log.trace_window[0] + 1
+    n_timed = log.timing_window[1] - log.timing_window[0] + 1
+    busy_ns = utilization.device_busy_ns(trace)
+    value = utilization.busy_per_untraced_iteration_pct(busy_ns, n_traced, log.timing_window_ns, n_timed)
+    notes = []
+    if value > 100.0:
+        notes.append(f"GPU busy: the kernels ran {busy_ns / n_traced / 1e6:.2f} ms per traced iteration, "
+                     f"{value - 100:.1f} % more than an untraced iteration took ({log.timing_window_ns / n_timed / 1e6:.2f} "
+                     "ms): the tracer slowed the kernels too, or the two windows differ; shown as 100 %")
+        value = 100.0
+    return Value(value), traced, notes
 
 
 NO_WINDOW = "the trace window has no length (every event at one instant)"
@@ -211,6 +239,7 @@ def flop_util(trace: TraceRecords | None, peaks: PeakModel) -> tuple[FlopUtil, n
     flops = float(np.nansum(trace.kernels.flops))
     unattributed = utilization.unattributed_busy_pct(trace.kernels)
     util_rows = utilization.kernel_util_pct(trace.kernels, used)
+    common["by_precision"] = flop_terms.work_by_precision(trace.kernels, used)
     if not used:
         return FlopUtil(None, f"peak FLOP/s unknown: {hw_reason}", flops=flops, busy_s=busy_ns / 1e9,
                         unattributed_busy_pct=unattributed, **common), util_rows
@@ -233,6 +262,22 @@ def flop_util(trace: TraceRecords | None, peaks: PeakModel) -> tuple[FlopUtil, n
                     **common), util_rows
 
 
+def with_group_terms(fu: FlopUtil, tables: kernel_rows.KernelTables, busy_ns: int) -> FlopUtil:
+    """`fu` with what the kernel groups tell of it: the share of FLOPs above peak and the figure capped, and the
+    FLOPs of the groups past the listed rows (so the listed rows' FLOPs and these add up to the headline's)."""
+    listed = sum(r.flops for r in tables.rows if r.flops is not None)
+    unlisted = max(float(fu.flops or 0.0) - listed, 0.0) if len(tables.groups) > len(tables.rows) else 0.0
+    share, capped = flop_terms.above_peak_terms(tables.groups, fu.flops or 0.0, busy_ns,
+                                                fu.value if fu.value is not None else float("nan"))
+    if fu.value is None and fu.reason and fu.reason.startswith(ABOVE_PEAK_OVERALL) and fu.flops and busy_ns:
+        # Above 100 % overall: the capped figure is still a bound worth giving, if it is one.
+        counted = 100.0 * utilization.peak_seconds_of_groups(tables.groups) / (busy_ns / 1e9)
+        share, capped = flop_terms.above_peak_terms(tables.groups, fu.flops, busy_ns, counted)
+    capped = capped if capped is not None and 0.0 <= capped <= 100.0 else None
+    return replace(fu, above_peak_flops_pct=kernel_rows.finite_or_none(share), value_capped_pct=capped,
+                   flops_unlisted=unlisted)
+
+
 ABOVE_PEAK_OVERALL = ("FLOPs counted exceed the peak over the busy time: a precision or the peak misdetected, or "
                       "op shapes in the trace that no run could have")
 
@@ -246,19 +291,47 @@ _GAP_NOTES = {NO_LAUNCH_OP: "no launching op in the trace", SHAPES_NOT_RECORDED:
               NO_FORMULA: "no FLOP formula"}
 
 
+def host_stretch_note(log: IterationLog, trace: TraceRecords) -> str:
+    """Why traced iterations slower than the timing window's do not skew the kernel figures on a GPU."""
+    first, last = log.trace_window
+    traced = log.times_ns[first:last + 1]
+    mean_ns = log.timing_window_ns / (log.timing_window[1] - log.timing_window[0] + 1)
+    steps = len(trace.steps) or (last - first + 1)
+    kernel_ns = utilization.device_busy_ns(trace) / steps
+    return (f"traced iterations took {traced.min() / 1e6:.1f}-{traced.max() / 1e6:.1f} ms against the timing "
+            f"window's {mean_ns / 1e6:.1f} ms: the tracer's work on the host. Their kernels ran "
+            f"{kernel_ns / 1e6:.1f} ms per iteration, within an untraced iteration, so the kernel figures stand "
+            "and GPU busy is taken over the untraced iteration time")
+
+
+NO_PRECISION = ("precision not derived: its op's input types are not in the trace, so no precision's peak "
+                "applies")
+
+
 def util_note(g: ranking.KernelGroup, peaks: PeakModel) -> str | None:
-    """Why a group's utilization is flagged (above peak) or null; None for a plain figure."""
+    """Why a group's utilization is flagged (above peak, partly counted) or null; None for a plain figure."""
+    partly = None
+    if g.uncounted_calls and np.isfinite(g.flops):
+        partly = (f"{g.calls - g.uncounted_calls} of {g.calls} calls counted, the rest "
+                  f"{_GAP_NOTES.get(g.flop_gap, 'no FLOP formula')}: FLOPs and utilization are the counted calls'")
+    note = _util_why(g, peaks)
+    return note if partly is None else partly if note is None else f"{note}; {partly}"
+
+
+def _util_why(g: ranking.KernelGroup, peaks: PeakModel) -> str | None:
     if g.above_peak:
         return ABOVE_PEAK
     if np.isfinite(g.util_pct):
         return None
     if not np.isfinite(g.flops):
         return _GAP_NOTES.get(g.flop_gap, "no FLOP formula")
-    peak = peaks.by_precision.get(g.precision) if g.precision else None
+    if not g.precision:
+        return NO_PRECISION
+    peak = peaks.by_precision.get(g.precision)
     if peak is None or not peak.value:
-        why = peak.reason if peak is not None and peak.reason else f"no peak for precision {g.precision or 'unknown'}"
+        why = peak.reason if peak is not None and peak.reason else f"no {g.precision} peak known for this device"
         return f"peak unknown: {why}"
-    return "no time"
+    return "no time: every counted call lasted 0 ns in the trace"
 
 
 def kernel_tables(trace: TraceRecords | None, util_rows: np.ndarray | None, peaks: PeakModel,
@@ -307,15 +380,24 @@ def assemble_profile(inputs: ProfileInputs) -> Profile:
     fu, util_rows = flop_util(trace, peaks)
     bw_value, bw_source, bw_how = inputs.bandwidth or (None, "none", "memory bandwidth not known")
     tables = kernel_tables(trace, util_rows, peaks, bw_value, inputs.kernel_rows_shown, ncu_target(spec, log))
-    fu = replace(fu, kernel_average_pct=kernel_rows.finite_or_none(tables.flop_threshold_pct))
+    fu = replace(fu, kernel_average_pct=kernel_rows.finite_or_none(tables.flop_threshold_pct),
+                 kernel_average_reason=tables.flop_threshold_reason)
+    fu = with_group_terms(fu, tables, utilization.device_busy_ns(trace) if trace is not None else 0)
     if log is not None and log.stable is False and not log.from_trace:  # None: --warmup, not checked
         notes.append("NOT STABLE: the stable phase was never reached; figures cover an unsteady run")
     if log is not None and log.from_trace:
         notes.append(f"iterations: the trace's {len(log.times_ns)} ProfilerStep spans; warm-up and stability "
                      "cannot be told from a trace alone")
+    busy, busy_traced, busy_notes = gpu_busy_of_run(trace, log, why.gpu_busy)
     if log is not None and not log.from_trace:
-        notes.extend(stability.trace_window_outliers(log.times_ns, log.timing_window, log.trace_window,
-                                                     log.timing_window_ns))
+        outliers = stability.trace_window_outliers(log.times_ns, log.timing_window, log.trace_window,
+                                                   log.timing_window_ns)
+        if outliers and busy_traced is not None and not busy_notes:
+            # On a GPU the kernels fit in an untraced iteration: the stretch is the tracer's, on the host.
+            notes.append(host_stretch_note(log, trace))
+        else:
+            notes.extend(outliers)
+    notes.extend(busy_notes)
     cpu_pct = cpu_util(cpu, why.cpu_util)
     notes.extend(one_core_note(cpu_pct, cpu, spec))
     if trace is not None:
@@ -328,16 +410,19 @@ def assemble_profile(inputs: ProfileInputs) -> Profile:
         notes.extend(f"measurement: {w}" for w in record.warnings)
     metrics = Metrics(
         throughput=with_repeats(throughput(log, workload, why.throughput), record),
-        gpu_busy_pct=gpu_busy(trace, why.gpu_busy),
+        gpu_busy_pct=busy,
+        gpu_busy_traced_pct=busy_traced,
         gpu_busy_nvml_pct=nvml_busy(inputs.nvml, why.gpu_busy_nvml),
         flop_util_pct=fu,
         cpu_util_pct=cpu_pct,
         memory_bytes=inputs.memory,
         no_flop_formula=flop_gaps.no_flop_formula(trace.kernels) if trace is not None else None,
-        memory_bandwidth=Bandwidth(bw_value, bw_source, bw_how, kernel_rows.finite_or_none(tables.bandwidth_threshold_pct)),
+        memory_bandwidth=Bandwidth(bw_value, bw_source, bw_how, kernel_rows.finite_or_none(tables.bandwidth_threshold_pct),
+                                   tables.bandwidth_threshold_reason),
     )
     return Profile(status=inputs.status, spec=spec, environment=environment, iterations=iterations_block(log),
                    metrics=metrics, kernels=tables.rows, low_util_kernels=tables.low_compute, notes=notes,
                    provenance=inputs.provenance, low_bandwidth_kernels=tables.low_memory,
+                   bound_unknown_kernels=tables.bound_unknown,
                    op_groups=op_groups.op_groups(trace.kernels, util_rows) if trace is not None and util_rows is not None
                    else [], quality=record)

@@ -11,6 +11,15 @@ guessed. Measured work is per launch, so it is set against the group's analytic 
 per call: a kernel's calls of one iteration do the same work when their shapes repeat, which is
 what the comparison assumes, and what the difference shows when they do not.
 
+Per launch and per op (`range_counters`). A trace of Kineto's CUPTI range profiler has no kernel
+events, so nothing to merge into; its ranges are instead paired with the trace's kernel launch calls
+(profilers.cupti_counters: the n-th range of a device with the n-th launch, as
+HolisticTraceAnalysis's CuptiCounterAnalysis does) and, through the call, with the op behind it
+(profilers.kineto.launch_ops). Measured FP32 FLOPs are summed per range, per kernel name and per op;
+beside each op, the analytic count of its calls (each call once, however many kernels it launched),
+null with the reason where its shapes do not allow one. Ranges paired with no launch still count in
+the totals and per kernel, and are named.
+
 Work. Both counter readers (`profilers.ncu_csv` for Nsight Compute exports,
 `profilers.cupti_counters` for the counters Kineto's CUPTI range profiler writes into a PyTorch
 trace) hand their metrics here, so the arithmetic exists once. Metric names are the PerfWorks
@@ -61,7 +70,9 @@ from types import MappingProxyType
 from typing import Mapping
 
 from tbd.analysis.ncu import kernel_function_name
+from tbd.core.counters import CounterKernel, CounterOp, CounterRange, MeasuredCounters
 from tbd.core.profile_result import KernelRow, Profile
+from tbd.core.records import NO_FORMULA, NO_LAUNCH_OP, SHAPES_NOT_RECORDED, SHAPES_UNREADABLE
 
 
 @dataclass(frozen=True)
@@ -324,3 +335,101 @@ def _count(metrics: Mapping[str, float], op: str) -> float | None:
     name = _SASS.format(op)
     value = metrics.get("smsp__" + name)
     return metrics.get("sm__" + name) if value is None else value
+
+
+#: The op name of paired launches that no op encloses (as `op_groups` names kernels without one).
+NO_OP = "(no launching op)"
+_ANALYTIC_REASONS = {NO_LAUNCH_OP: "no op encloses its launches", NO_FORMULA: "no FLOP formula for the op",
+                     SHAPES_NOT_RECORDED: "shapes not recorded: record with torch.profiler.profile(record_shapes=True)",
+                     SHAPES_UNREADABLE: "its recorded arguments do not fit the op's formula"}
+
+
+@dataclass(frozen=True)
+class MeasuredRange:
+    """One counter range (one kernel launch) with the launch and op it was paired with (module docstring).
+
+    Attributes:
+        index, device, name: the range's position on its device, the device, the kernel's name.
+        work: what its counters measured.
+        correlation: the paired launch call's correlation id; None: paired with no launch.
+        launching_op: the innermost op enclosing that call ("" none).
+        op: the op its FLOPs are compared with: the outermost enclosing op with a formula, else the
+            launching op ("" none).
+        op_call: identifies the call of `op` (ranges from one call share it); -1 none.
+        op_flops: that call's analytic FLOPs, NaN where unknown.
+        op_flops_gap: why unknown: a `core.records` flop gap ("" known).
+    """
+
+    index: int
+    device: int | None
+    name: str
+    work: MeasuredWork
+    correlation: int | None = None
+    launching_op: str = ""
+    op: str = ""
+    op_call: int = -1
+    op_flops: float = math.nan
+    op_flops_gap: str = NO_LAUNCH_OP
+
+
+def range_counters(ranges: list[MeasuredRange], source: str, pairing: str) -> MeasuredCounters:
+    """The measured counters of a trace's ranges: per range, per kernel name and per op (module docstring).
+
+    Args:
+        ranges: every range of the trace, in launch order per device.
+        source: where the counters come from ("cupti_range").
+        pairing: how the ranges were paired with launches, or why not, in words.
+    """
+    per_range = [CounterRange(index=r.index, device=r.device, name=r.name, fp32_flops=r.work.fp32_flops,
+                              flops_by_precision=flops_by_precision(r.work), correlation=r.correlation,
+                              launching_op=(r.launching_op or None) if r.correlation is not None else None,
+                              op=(r.op or NO_OP) if r.correlation is not None else None) for r in ranges]
+    by_kernel: dict[str, list[MeasuredRange]] = {}
+    by_op: dict[str, list[MeasuredRange]] = {}
+    for r in ranges:
+        by_kernel.setdefault(r.name, []).append(r)
+        if r.correlation is not None:
+            by_op.setdefault(r.op or NO_OP, []).append(r)
+    kernels = [CounterKernel(name=name, launches=len(rs), fp32_flops=_sum([r.work.fp32_flops for r in rs]))
+               for name, rs in by_kernel.items()]
+    ops = [_op(name, rs) for name, rs in by_op.items()]
+    return MeasuredCounters(
+        source=source, ranges=len(ranges), paired=sum(r.correlation is not None for r in ranges), pairing=pairing,
+        fp32_flops=_sum([r.work.fp32_flops for r in ranges]), flops_by_precision=_precisions(ranges),
+        kernels=sorted(kernels, key=lambda k: (-(k.fp32_flops or 0.0), -k.launches, k.name)),
+        ops=sorted(ops, key=lambda o: (-(o.fp32_flops or 0.0), -o.launches, o.name)),
+        per_range=per_range, unpaired=[r.name for r in ranges if r.correlation is None])
+
+
+def _op(name: str, ranges: list[MeasuredRange]) -> CounterOp:
+    """One op's ranges summed, beside the analytic FLOPs of its calls (each call once)."""
+    calls: dict[int, MeasuredRange] = {}
+    for r in ranges:
+        if r.op_call >= 0:
+            calls.setdefault(r.op_call, r)
+    gaps = [c.op_flops_gap or ("" if math.isfinite(c.op_flops) else NO_FORMULA) for c in calls.values()]
+    gaps += [NO_LAUNCH_OP] * any(r.op_call < 0 for r in ranges)
+    unknown = [g for g in gaps if g]
+    analytic = None if unknown else math.fsum(c.op_flops for c in calls.values())
+    measured = _sum([r.work.fp32_flops for r in ranges])
+    difference = _difference_pct(measured, analytic)
+    reason = None
+    if unknown:
+        reason = _ANALYTIC_REASONS.get(unknown[0], unknown[0])
+        if len(unknown) < len(gaps):
+            reason = f"{len(unknown)} of its {len(gaps)} calls: {reason}"
+    return CounterOp(name=name, launches=len(ranges), calls=len(calls), fp32_flops=measured,
+                     flops_by_precision=_precisions(ranges), analytic_flops=analytic, analytic_reason=reason,
+                     fp32_difference_pct=difference)
+
+
+def _sum(values: list[float | None]) -> float | None:
+    """The sum, None when any value is unknown (a missing counter is not zero work)."""
+    return None if any(v is None for v in values) else math.fsum(values)
+
+
+def _precisions(ranges: list[MeasuredRange]) -> dict[str, float]:
+    """Per precision, the sum over the ranges, for the precisions every range measured."""
+    each = [flops_by_precision(r.work) for r in ranges]
+    common = set(each[0]).intersection(*each[1:]) if each else set()
+    return {p: math.fsum(e[p] for e in each) for p in ("fp32", "fp16", "fp64") if p in common}

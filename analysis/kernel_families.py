@@ -154,6 +154,19 @@ def _tensor_core_or_tf32(m: re.Match, op: str, cc: Cc) -> str:
     return "tf32" if op == "fp32" else op
 
 
+_CUTLASS_TYPE = re.compile(r"tfloat32_t|bfloat16_t|half_t|float_e4m3_t|float_e5m2_t")
+_CUTLASS_PRECISION = {"tfloat32_t": "tf32", "bfloat16_t": "bf16", "half_t": "fp16", "float_e4m3_t": "fp8",
+                      "float_e5m2_t": "fp8"}
+
+
+def _cutlass_template(m: re.Match, op: str, cc: Cc) -> str:
+    """CUTLASS tensor-op template: the first CUTLASS number type in the name, else the op's (FP32 as TF32)."""
+    named = _CUTLASS_TYPE.search(m.string)
+    if named:
+        return _CUTLASS_PRECISION[named.group(0)]
+    return "tf32" if op == "fp32" else op
+
+
 def _op_on_tensor_cores(m: re.Match, op: str, cc: Cc) -> str:
     """Tensor-core kernel whose name does not reliably spell its type: the op's, FP32 as TF32."""
     return "tf32" if op == "fp32" else op
@@ -221,7 +234,8 @@ KERNEL_FAMILIES: tuple[KernelFamily, ...] = (
     # sm80_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize..., sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_... (FP32
     # CUDA core), sm90_xmma_gemm_bf16bf16_bf16f32_f32_..., sm90_xmma_gemm_e4m3bf16_e4m3f32_f32_...,
     # sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_...
-    _row(rf"xmma_[a-z_]*?(?:gemm|fprop|dgrad|wgrad)(?:_indexed)?_(?P<t1>{_TYPES}+)(?:_(?P<t2>{_TYPES}+))?",
+    # sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_tf32f32_tf32f32_f32_nhwckrsc_nhwc_... (cuDNN 9 on an H200).
+    _row(rf"xmma_[a-z_]*?(?:gemm|fprop|dgrad|wgrad)(?:_indexed)?(?:_wo_smem)?_(?P<t1>{_TYPES}+)(?:_(?P<t2>{_TYPES}+))?",
          _xmma, "tensor core (CUDA core when the MMA input is f32: ffma)", "cuBLASLt/cuDNN xmma",
          "NVIDIA/TransformerEngine#1391; nsys/ncu listings in public repos"),
     # xmma_new::gemm::kernel<...Ampere_hmma_tf32_traits<unsigned int, float>...> (TF trace), Volta_hmma_
@@ -250,6 +264,12 @@ KERNEL_FAMILIES: tuple[KernelFamily, ...] = (
          "CUTLASS python/cutlass_library/gemm_operation.py; examples/27_ampere_3xtf32_fast_accurate_tensorop_gemm"),
     _row(r"cutlass_(?:\d{2,3}_)?simt_(?P<t>[sdhcz])(?:gemm|fprop|dgrad|wgrad)", _letter, "CUDA core",
          "CUTLASS 2 SIMT", "CUTLASS gemm_operation.py (opcode class simt)"),
+    # CUTLASS templates named by their C++ type, demangled or not, as cuDNN 9 ships them on an H200:
+    # _ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolution...NS_10tfloat32_tE...MmaTensorOp...
+    # The operand element type is the first CUTLASS number type spelled; a tensor-op MMA on float is TF32.
+    _row(r"cutlass\w*?(?:::|\d+)(?:device_)?kernel.*?(?:mmatensorop|tensorop)", _cutlass_template, "tensor core",
+         "CUTLASS template (tensor op)", "CUTLASS include/cutlass/numeric_types.h (tfloat32_t, half_t, "
+         "bfloat16_t, float_e4m3_t); cuDNN 9 kernel names in tbd's H200 fixture"),
     # --- cuBLAS/cuDNN per-architecture kernels -------------------------------------------------
     # volta_h884gemm_128x128_ldg8_nn, volta_fp16_s884gemm_fp16_128x64_ldg8_f2f_nn, volta_s884gemm_128x128_ldg8_f2f_nn,
     # volta_h884cudnn_256x128_ldg8_relu_exp_small_nhwc_tn_v1, volta_fp16_s884cudnn_fp16_256x128_ldg8_relu_f2f_*

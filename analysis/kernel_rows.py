@@ -3,12 +3,16 @@
 Pure: the trace's kernel rows, their per-row utilizations, the peaks and the bandwidth in; the
 `KernelRow`s of profile.json out. Two rankings replace the paper's single one (Table V):
 
-- compute: groups that do arithmetic (FLOPs > 0) and are not memory-bound on this device's
-  roofline, below the run's average FLOP utilization (`ranking.average_util_pct`);
+- compute: compute-bound groups on this device's roofline below the run's average FLOP
+  utilization (`ranking.average_util_pct`);
 - memory: memory-bound groups (data movement included: FLOPs known to be 0) below the average
   bandwidth utilization of the memory-bound groups, time-weighted.
 
-A copy or a fill never appears as "low FLOP utilization": it does no arithmetic to utilize.
+A copy or a fill never appears as "low FLOP utilization": it does no arithmetic to utilize. A group
+whose bound is unknown (bytes not derivable, or a peak or the bandwidth unknown) is in neither: it
+is listed apart (`KernelTables.bound_unknown`), with why in its `roofline_note`. A share above
+100 % (a misestimate, not a kernel beating its device) keeps its group out of the threshold, as
+`ranking.average_util_pct` keeps out groups above their peak, and its `roofline_note` says why.
 Each ranked group carries the Nsight Compute command that measures it (`ncu_target` says what to
 run under ncu; without it the command names a placeholder).
 """
@@ -16,16 +20,17 @@ run under ncu; without it the command names a placeholder).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from tbd.analysis import drilldown, ranking
 from tbd.analysis.ncu import kernel_function_name, ncu_command, shell_line
-from tbd.analysis.roofline import MEMORY, RooflinePoint, roofline_point
+from tbd.analysis.op_bytes.ops import NO_BYTES, has_bytes_formula
+from tbd.analysis.roofline import COMPUTE, MEMORY, RooflinePoint, roofline_point
 from tbd.core.errors import UsageError
 from tbd.core.profile_result import KernelRow
-from tbd.core.records import ANALYTIC, TraceRecords
+from tbd.core.records import ANALYTIC, SHAPES_NOT_RECORDED, KernelTable, TraceRecords
 
 NVTX_TRACE_WINDOW = "tbd.trace_window"  # the NVTX push/pop range around tbd's trace window
 
@@ -37,6 +42,11 @@ class KernelTables:
     low_memory: list[KernelRow]
     flop_threshold_pct: float  # NaN when no peak or no known utilization
     bandwidth_threshold_pct: float  # NaN when no memory-bound group has a known bandwidth share
+    # Groups whose bound is unknown, longest first: in neither ranking (each row's roofline_note says why).
+    bound_unknown: list[KernelRow] = field(default_factory=list)
+    flop_threshold_reason: str | None = None  # why flop_threshold_pct is NaN
+    bandwidth_threshold_reason: str | None = None  # why bandwidth_threshold_pct is NaN
+    groups: list[ranking.KernelGroup] = field(default_factory=list)  # every group, longest first (rows: the first `top`)
 
 
 def finite_or_none(x: float | None) -> float | None:
@@ -58,16 +68,25 @@ def kernel_tables(trace: TraceRecords, util_rows: np.ndarray, peaks_used: dict[s
     """
     groups = ranking.group_kernels(trace.kernels, util_rows)
     details = drilldown.group_details(trace.kernels, [g.name for g in groups], kernel_function_name)
+    why_no_bytes = bytes_reasons(trace.kernels)
     points = {g.name: roofline_point(g.flops, details[g.name].bytes, g.time_ns / 1e9,
-                                     peaks_used.get(g.precision), bandwidth) for g in groups}
-    threshold = ranking.average_util_pct(groups) if peaks_used else float("nan")
+                                     peaks_used.get(g.precision), bandwidth,
+                                     why_no_bytes.get(g.name, "bytes unknown")) for g in groups}
+    threshold, flop_why = flop_threshold(groups, bool(peaks_used))
     low = [g for g in ranking.low_util_kernels(groups, threshold)
-           if g.flops > 0 and points[g.name].bound != MEMORY] if math.isfinite(threshold) else []
+           if points[g.name].bound == COMPUTE] if math.isfinite(threshold) else []
+    # A share above 100 % is a misestimate (roofline.ABOVE_BANDWIDTH): not in the threshold, not ranked.
     memory_bound = [g for g in groups if points[g.name].bound == MEMORY
-                    and points[g.name].bandwidth_util_pct is not None]
+                    and points[g.name].bandwidth_util_pct is not None
+                    and points[g.name].bandwidth_util_pct <= 100.0]
     bw_threshold = _weighted_average([(points[g.name].bandwidth_util_pct, g.time_ns) for g in memory_bound])
     low_bw = sorted([g for g in memory_bound if points[g.name].bandwidth_util_pct < bw_threshold],
                     key=lambda g: -g.time_ns) if math.isfinite(bw_threshold) else []
+    bw_why = None if math.isfinite(bw_threshold) else "memory bandwidth unknown" if not bandwidth else (
+        "every memory-bound group with known bytes is above 100 % of the bandwidth (a misestimate)"
+        if any(points[g.name].bound == MEMORY and points[g.name].bandwidth_util_pct is not None for g in groups)
+        else "no memory-bound group with known bytes")
+    unknown = [g for g in groups if points[g.name].bound is None]
     ranked = {g.name for g in low} | {g.name for g in low_bw}
 
     def row(g: ranking.KernelGroup) -> KernelRow:
@@ -76,7 +95,55 @@ def kernel_tables(trace: TraceRecords, util_rows: np.ndarray, peaks_used: dict[s
 
     shown = groups if top is None else groups[:top]
     return KernelTables([row(g) for g in shown], [row(g) for g in low], [row(g) for g in low_bw], threshold,
-                        bw_threshold)
+                        bw_threshold, [row(g) for g in unknown], flop_why, bw_why, groups=groups)
+
+
+def flop_threshold(groups: list[ranking.KernelGroup], have_peak: bool) -> tuple[float, str | None]:
+    """The compute ranking's threshold (`ranking.average_util_pct`) and, when it is NaN, why.
+
+    NaN without a peak, and where no group does arithmetic with a known utilization within its
+    peak: the zeros of data movement alone would average to 0 % and rank nothing honestly.
+    """
+    if not have_peak:
+        return float("nan"), "no peak FLOP/s known for the precisions the kernels ran in"
+    if not any(g.flops > 0 and math.isfinite(g.util_pct) and not g.above_peak for g in groups):
+        return float("nan"), ("no group with FLOPs counted and a utilization within its peak: each moves data "
+                              "(0 FLOPs), has no FLOP count or is above its peak")
+    value = ranking.average_util_pct(groups)
+    return value, None if math.isfinite(value) else "no group with a known utilization"
+
+
+def bytes_reasons(kernels: KernelTable) -> dict[str, str]:
+    """Why each group with unknown bytes has them unknown, by kernel name: from the op that launched
+    most of its unknown rows' time (op_bytes.ops.NO_BYTES, no formula, shapes not recorded or unreadable)."""
+    if kernels.bytes is None:
+        return {str(n): "bytes not derivable: this trace's reader gives no byte estimates" for n in
+                dict.fromkeys(kernels.name.tolist())}
+    unknown = np.flatnonzero(~np.isfinite(kernels.bytes))
+    if len(unknown) == 0:
+        return {}
+    gaps = kernels.flop_gap[unknown] if kernels.flop_gap is not None else np.full(len(unknown), "", dtype=object)
+    keys = list(zip(kernels.name[unknown].tolist(), kernels.op[unknown].tolist(), gaps.tolist()))
+    code, distinct = ranking.factorize(keys)
+    time = np.bincount(code, weights=kernels.dur_ns[unknown].astype(np.float64), minlength=len(distinct))
+    out: dict[str, str] = {}
+    best: dict[str, float] = {}
+    for (name, op, gap), t in zip(distinct, time.tolist()):
+        if name not in best or t > best[name]:
+            best[name], out[name] = t, _bytes_reason(str(op), str(gap))
+    return out
+
+
+def _bytes_reason(op: str, gap: str) -> str:
+    if not op:
+        return "bytes not derivable: no launching op in the trace"
+    if op in NO_BYTES:
+        return f"bytes not derivable for {op}: {NO_BYTES[op]}"
+    if not has_bytes_formula(op):
+        return f"bytes not derivable: no byte formula for {op}"
+    if gap == SHAPES_NOT_RECORDED:
+        return f"bytes not derivable: the trace recorded no shapes for {op}"
+    return f"bytes not derivable: {op}'s recorded arguments do not give them"
 
 
 def _weighted_average(pairs: list[tuple[float, int]]) -> float:
@@ -94,7 +161,9 @@ def _row(g: ranking.KernelGroup, d: drilldown.GroupDetail, p: RooflinePoint, not
         bytes_source=ANALYTIC if math.isfinite(d.bytes) else None, intensity=finite_or_none(p.intensity), bound=p.bound,
         attainable_flops_per_s=finite_or_none(p.attainable_flops_per_s), roofline_pct=finite_or_none(p.roofline_pct),
         bandwidth_util_pct=finite_or_none(p.bandwidth_util_pct), roofline_note=p.reason,
-        launch=asdict(d.launch) if d.launch else None, ops=[asdict(o) for o in d.ops], ncu=ncu)
+        launch=asdict(d.launch) if d.launch else None, ops=[asdict(o) for o in d.ops], ncu=ncu,
+        uncounted_calls=g.uncounted_calls if math.isfinite(g.flops) else 0,
+        uncounted_time_s=g.uncounted_time_ns / 1e9 if math.isfinite(g.flops) else 0.0)
 
 
 def _ncu(g: ranking.KernelGroup, d: drilldown.GroupDetail, trace: TraceRecords, target: list[str] | None) -> dict:

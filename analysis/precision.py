@@ -23,6 +23,8 @@ The kernel-name table and the naming conventions it reads: `analysis.kernel_fami
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from tbd.analysis.kernel_families import KERNEL_FAMILIES, Cc
@@ -143,14 +145,25 @@ def _cc(compute_capability) -> Cc:
     return None if compute_capability is None else (int(compute_capability[0]), int(compute_capability[1]))
 
 
+# The element type a templated elementwise or reduction kernel spells first (ATen's `AddFunctor<float>`,
+# `reduce_kernel<512, 1, ReduceOp<float, ...>>`): what the op's types would have said, for traces that did not
+# record them (PyTorch 1.8-1.9 wrote no "Input type" for many ops).
+_TEMPLATE_TYPE = re.compile(r"<\s*(double|float|c10::half|c10::bfloat16|half|__half|__nv_bfloat16)\b")
+_TEMPLATE_PRECISION = {"double": "fp64", "float": "fp32", "c10::half": "fp16", "half": "fp16", "__half": "fp16",
+                       "c10::bfloat16": "bf16", "__nv_bfloat16": "bf16"}
+
+
 def _kernel_precision(name: str, op: str, cc: Cc) -> tuple[str, str]:
-    """`kernel_precision` on clean arguments: the first matching row decides, else the op."""
+    """`kernel_precision` on clean arguments: the first matching row decides, else the op, else the first
+    floating-point template argument of the name."""
     lowered = name.lower()
-    for row in KERNEL_FAMILIES:
-        found = row.pattern.search(lowered)
-        if found:
-            return row.precision(found, op, cc), row.family
-    return op, "launching op's input types"
+    decided = next(((row.precision(found, op, cc), row.family) for row in KERNEL_FAMILIES
+                    if (found := row.pattern.search(lowered))), (op, "launching op's input types"))
+    if not decided[0] and not op:
+        typed = _TEMPLATE_TYPE.search(lowered)
+        if typed:
+            return _TEMPLATE_PRECISION[typed.group(1)], "the kernel name's first floating-point template argument"
+    return decided
 
 
 def kernel_precisions(names, op_precisions, compute_capability: Cc = None) -> np.ndarray:

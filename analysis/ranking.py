@@ -17,13 +17,17 @@ class KernelGroup:
     calls: int
     time_ns: int
     time_share_pct: float  # of the summed time of all rows
-    flops: float  # NaN when any call's FLOPs are unknown
+    flops: float  # FLOPs of the calls whose FLOPs are known; NaN when none are
     flop_source: str  # "analytic", "measured" or "" (unknown)
     precision: str  # the precision most of the group's time ran in
     util_pct: float  # flops / (peak x time) x 100, NaN when unknown
     # Why its FLOPs are unknown (records.FLOP_GAPS): the gap of most of its unknown rows' time;
     # "" when known or when the reader does not tell.
     flop_gap: str = ""
+    # Calls whose FLOPs are unknown, and their time: a group partly counted (the same kernel launched by an op
+    # with shapes and by one without) keeps the FLOPs of its counted calls, and its utilization is theirs.
+    uncounted_calls: int = 0
+    uncounted_time_ns: int = 0
 
     @property
     def above_peak(self) -> bool:
@@ -34,10 +38,12 @@ class KernelGroup:
 def group_kernels(kernels: KernelTable, util_pct: np.ndarray) -> list[KernelGroup]:
     """Group rows by name, longest total time first (ties: by name).
 
-    A group's utilization is Σ flops / Σ (peak x duration), i.e. its rows' utilizations weighted by
-    duration; it is NaN if any row's FLOPs are unknown, so a partly-counted kernel never looks idle.
-    A group's precision is the one most of its time ran in (ties: the first by name); its FLOP
-    source is the one source all its known rows share, "" if they differ or any row is unknown.
+    A group's FLOPs are its counted rows' (NaN when none is counted), so the groups' FLOPs add up to the
+    window's. Its utilization is Σ flops / Σ (peak x duration) over the rows whose utilization is known,
+    their utilizations weighted by duration: a partly-counted kernel is judged on the calls counted,
+    never diluted by the time of calls that were not (`uncounted_calls` says how many). A group's
+    precision is the one most of its time ran in (ties: the first by name); its FLOP source is the one
+    source all its known rows share, "" if they differ.
     """
     if len(kernels) == 0:
         return []
@@ -48,10 +54,15 @@ def group_kernels(kernels: KernelTable, util_pct: np.ndarray) -> list[KernelGrou
     time_ns = np.bincount(inverse, weights=dur, minlength=size)
     calls = np.bincount(inverse, minlength=size)
     flops = np.bincount(inverse, weights=np.nan_to_num(kernels.flops, nan=0.0), minlength=size)
-    unknown = np.bincount(inverse, weights=~np.isfinite(kernels.flops), minlength=size) > 0
-    # Σ over rows of util x dur = Σ flops / peak-rate seconds: the duration-weighted mean.
-    weighted = np.bincount(inverse, weights=np.nan_to_num(util_pct * kernels.dur_ns, nan=0.0), minlength=size)
-    util_unknown = np.bincount(inverse, weights=~np.isfinite(util_pct), minlength=size) > 0
+    uncounted = ~np.isfinite(kernels.flops)
+    uncounted_calls = np.bincount(inverse, weights=uncounted, minlength=size).astype(np.int64)
+    uncounted_time = np.bincount(inverse, weights=np.where(uncounted, dur, 0.0), minlength=size)
+    unknown = uncounted_calls == calls  # no call counted
+    # Σ over rows of util x dur = Σ flops / peak-rate seconds: the duration-weighted mean, over known rows.
+    util_known = np.isfinite(util_pct)
+    weighted = np.bincount(inverse, weights=np.where(util_known, util_pct * dur, 0.0), minlength=size)
+    util_time = np.bincount(inverse, weights=np.where(util_known, dur, 0.0), minlength=size)
+    util_calls = np.bincount(inverse, weights=util_known, minlength=size)
     precision = _dominant(inverse, size, kernels.precision, dur)
     source = _shared(inverse, size, kernels.flop_source)
     gaps = _dominant(inverse, size, kernels.flop_gap, np.where(np.isfinite(kernels.flops), 0.0, dur)) \
@@ -68,8 +79,10 @@ def group_kernels(kernels: KernelTable, util_pct: np.ndarray) -> list[KernelGrou
             flops=float("nan") if unknown[g] else float(flops[g]),
             flop_source="" if unknown[g] else source[g],
             precision=precision[g],
-            util_pct=float("nan") if util_unknown[g] or time_ns[g] <= 0 else float(weighted[g] / time_ns[g]),
-            flop_gap=gaps[g] if unknown[g] else "",
+            util_pct=float("nan") if util_calls[g] == 0 or util_time[g] <= 0 else float(weighted[g] / util_time[g]),
+            flop_gap=gaps[g] if uncounted_calls[g] else "",
+            uncounted_calls=int(uncounted_calls[g]),
+            uncounted_time_ns=int(uncounted_time[g]),
         ))
     return groups
 

@@ -31,6 +31,21 @@ def gpu_busy_pct(trace: TraceRecords) -> float:
     return 100.0 * device_busy_ns(trace) / window_ns
 
 
+def busy_per_untraced_iteration_pct(busy_ns: int, traced_iterations: int, timing_window_ns: int,
+                                    timing_iterations: int) -> float:
+    """GPU busy of a run tbd timed itself: kernel busy time per traced iteration / untimed-by-the-tracer
+    iteration time (the timing window's mean) x 100, not capped.
+
+    Why not the traced window's own wall time: the tracer records every op and launch on the host, which
+    stretches a traced iteration (on an H100, ResNet-50 at batch 64: 74-166 ms against 37.6 ms untraced)
+    while the kernels run as long as ever (36.3 ms per iteration in both). Over the traced wall the GPU then
+    reads 33 % busy where NVML says 94 % and an untraced clock 97 % (docs/results/gpu-check-h100.md).
+    """
+    if traced_iterations <= 0 or timing_iterations <= 0 or timing_window_ns <= 0:
+        raise ValueError("no traced or timed iterations")
+    return 100.0 * (busy_ns / traced_iterations) / (timing_window_ns / timing_iterations)
+
+
 def kernel_util_pct(kernels: KernelTable, peak_flops_by_precision: dict[str, float]) -> np.ndarray:
     """Per-row FLOP utilization: flops / (peak for the row's precision x duration) x 100; NaN if unknown."""
     peaks = np.array([peak_flops_by_precision.get(p, np.nan) for p in kernels.precision], dtype=np.float64)
@@ -48,6 +63,12 @@ def peak_seconds(kernels: KernelTable, peak_flops_by_precision: dict[str, float]
     peaks = np.array([peak_flops_by_precision.get(p, np.nan) for p in kernels.precision], dtype=np.float64)
     known = np.isfinite(kernels.flops) & np.isfinite(peaks) & (peaks > 0)
     return float((kernels.flops[known] / peaks[known]).sum())
+
+
+def peak_seconds_of_groups(groups) -> float:
+    """Seconds at peak of kernel groups (ranking.KernelGroup): each group's utilization x its counted time."""
+    return float(sum(g.util_pct / 100.0 * (g.time_ns - g.uncounted_time_ns) / 1e9 for g in groups
+                     if np.isfinite(g.util_pct)))
 
 
 def flop_util_pct(kernels: KernelTable, busy_ns: int, peak_flops_by_precision: dict[str, float]) -> float:

@@ -14,7 +14,11 @@ then:
    (`--hta-python`, default .venv-hta/bin/python; see bench/hta_analysis.py for how to make it),
    HTA's parse + temporal breakdown + kernel breakdown; with `--baseline DIR`, another tbd
    installed there (before/after a change); above `--others-max-events`, tbd alone.
-   Wall time from spawn to exit, peak RSS from the child's rusage.
+   Wall time from spawn to exit, peak RSS from the child's rusage. Every tbd reads its modules'
+   bytecode, as an installed tbd does (pip compiles it, as it did HTA's): the tbd children run with
+   bytecode caching on, into a folder of their own (PYTHONPYCACHEPREFIX), after one untimed start
+   each, so that a checkout run under PYTHONDONTWRITEBYTECODE=1 does not compile every module of
+   tbd (~0.3 s) in every timed run.
 
 Prints, per size, best and worst wall time and peak RSS per tool, and ratios against tbd taken
 round by round (each round's pair ran back to back), as min / median / max; then tbd's time per
@@ -74,11 +78,18 @@ def check_exact(path: Path, truth: dict) -> list[str]:
     total = np.bincount(codes, weights=k.dur_ns, minlength=len(names))
     got = {n: [int(c), int(t)] for n, c, t in zip(names, calls, total)}
     assert got == truth["kernel_totals"], "per-kernel calls or total time differ from the truth"
+    # The drill-down's columns: the generator gives every kernel its launch configuration (grid,
+    # block, registers per thread, shared memory), so none may be unknown (-1) after the reading.
+    configured = int(np.count_nonzero((k.grid >= 0).all(axis=1) & (k.block >= 0).all(axis=1)
+                                      & (k.registers >= 0) & (k.shared_memory >= 0)))
+    assert configured == len(k) == truth["kernels"], f"{configured} of {len(k)} kernels with a launch configuration"
+    shaped = int(np.count_nonzero(k.op_shapes != ""))
     conv_gemm = float(np.nansum(k.flops[np.isin(k.op, _CONV_GEMM_OPS)]))
     assert abs(conv_gemm - truth["conv_gemm_flops"]) <= 1e-9 * truth["conv_gemm_flops"], (conv_gemm, truth)
     return [f"busy {busy:,} ns = truth", f"window {rec.window_end_ns - rec.window_start_ns:,} ns = truth",
             f"{len(k):,} kernels, {len(names)} names: calls and total ns = truth",
-            f"conv+GEMM {conv_gemm:.6e} FLOPs = truth"]
+            f"conv+GEMM {conv_gemm:.6e} FLOPs = truth",
+            f"every kernel's grid, block, registers and shared memory read; {shaped:,} with their op's shapes"]
 
 
 def _check_in_child(path: Path) -> list[str]:
@@ -112,16 +123,17 @@ _STARTUP = "try:\n    import tbd.cli.main\nexcept ImportError:\n    import tbd.c
 def _tools(path: Path, work: Path, hta_python: Path | None, others: bool,
            baseline: list[Path] | None) -> dict[str, list[str]]:
     analyze = ["-m", "tbd.cli", "analyze", str(path), "--sm-clock-mhz", "1410", "--json", str(work / "profile.json")]
-    tools = {"tbd analyze": [sys.executable, *analyze],
+    cached = ["env", "-u", "PYTHONDONTWRITEBYTECODE", f"PYTHONPYCACHEPREFIX={work / 'pycache'}"]  # module docstring
+    tools = {"tbd analyze": [*cached, sys.executable, *analyze],
              # What every tbd command pays before it reads a byte: the interpreter and tbd's imports.
-             "tbd startup": [sys.executable, "-c", _STARTUP]}
+             "tbd startup": [*cached, sys.executable, "-c", _STARTUP]}
     if others:
         tools["json.loads"] = [sys.executable, "-c", _JSON_LOADS, str(path)]
     for folder in (baseline or []) if others else []:
         # -S: an editable install's import finder (a .pth file in site-packages) comes before
         # PYTHONPATH, so the checkout's tbd would shadow the one under test; site-packages itself
         # then comes back through PYTHONPATH, after it.
-        env = ["env", f"PYTHONPATH={folder}{os.pathsep}{sysconfig.get_paths()['purelib']}", sys.executable, "-S"]
+        env = [*cached, f"PYTHONPATH={folder}{os.pathsep}{sysconfig.get_paths()['purelib']}", sys.executable, "-S"]
         tools[f"tbd analyze ({folder.name})"] = [*env, *analyze]
         tools[f"tbd startup ({folder.name})"] = [*env, "-c", _STARTUP]
     if others and hta_python is not None:
@@ -140,6 +152,9 @@ def measure(path: Path, repeats: int, hta_python: Path | None, others: bool,
     with tempfile.TemporaryDirectory() as tmp:
         tools = _tools(path, Path(tmp), hta_python, others, baseline)
         names = list(tools)
+        for name in names:  # untimed: each tbd compiles its modules' bytecode once (module docstring)
+            if name.startswith("tbd startup"):
+                _run(tools[name], Path(tmp))
         runs: dict[str, list[tuple[float, int]]] = {n: [] for n in names}
         for r in range(repeats):
             for name in names[r % len(names):] + names[:r % len(names)]:

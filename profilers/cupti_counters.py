@@ -19,11 +19,18 @@ smsp__sass_thread_inst_executed_op_{f,h,d}{add,mul,fma}_pred_on.sum counters, an
 
 "ts" and "dur" are not measured: Kineto splits the profiling session's span evenly between the
 ranges ("the actual times do not really matter here"), so every range has the same duration and
-they only give the ranges' order: the n-th range of a device is its n-th kernel launch (`index`),
-which is how HolisticTraceAnalysis matches them to cudaLaunchKernel calls. tbd merges a range into
-a kernel group by its name (analysis.counters), not by that order. The range profiler runs
-alone (Kineto refuses it beside kernel, memcpy or memset tracing), so its trace has no "kernel"
-events: `tbd kernels` on such a trace finds no kernel group to merge into and says so.
+they only give the ranges' order: the n-th range of a device is its n-th kernel launch (`index`).
+The range profiler runs alone (Kineto refuses it beside kernel, memcpy or memset tracing), so its
+trace has no "kernel" events, but it keeps the host side: cpu_ops and the runtime calls that
+launched each kernel (cudaLaunchKernel, ...; `LAUNCH_CALLS`), with their correlation ids and no
+device. `measured_ranges` pairs the n-th range of a device with the n-th launch call in time order,
+as HolisticTraceAnalysis's CuptiCounterAnalysis does (hta/analyzers/cupti_counter_analysis.py), and
+through the call finds the op behind it (profilers.kineto.launch_ops); `pairing` says when it cannot
+(more ranges than launches, ranges on several devices with launch calls that name none, a CUDA
+graph launch, which runs many kernels from one call), and those ranges stay unpaired, never guessed.
+Where a trace does have kernel events, `measured_launches` merges ranges into kernel groups by name
+(analysis.counters). In HTA's A100 test trace (tests/fixtures/README.md) a CUDA-core kernel's
+counters also show HFMA2 instructions (the uniform_ kernel), so FP16 work is not zero there.
 
 Refused with a one-line `TraceFormatError`: not JSON, no "traceEvents", no cuda_profiler_range
 event (with how to record one), and a metric whose value is not a finite number. An "args" key
@@ -40,14 +47,26 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 import msgspec
+import numpy as np
 
-from tbd.analysis.counters import MeasuredLaunch, MeasuredWork, measured_launch, measured_work
+from tbd.analysis.counters import MeasuredLaunch, MeasuredRange, MeasuredWork, measured_launch, measured_work
 from tbd.core.errors import TraceFormatError
+from tbd.profilers.kineto.columns import KinetoTrace
+from tbd.profilers.kineto.launch_ops import launch_ops
 from tbd.profilers.traces.files import LIMIT_VARIABLE, read_trace_bytes
 from tbd.profilers.traces.names import clean_name, quoted
 from tbd.profilers.traces.times import us_text_to_ns
 
 CATEGORY = "cuda_profiler_range"
+#: Runtime and driver calls that launch one kernel each (a "_v<N>" API-version suffix is dropped first).
+LAUNCH_CALLS = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchKernelEx", "cudaLaunchCooperativeKernel",
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel"})
+#: Calls that launch many kernels at once: a range cannot be paired with one of them.
+GRAPH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "cudaLaunchCooperativeKernelMultiDevice",
+                         "cuLaunchCooperativeKernelMultiDevice"})
+_HOST_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
+_API_VERSION = re.compile(r"_v\d+$")
 RECORD_HINT = ("record with PyTorch <= 2.13: torch.profiler.profile(activities=[ProfilerActivity.CUDA], "
                "experimental_config=torch.profiler._ExperimentalConfig(profiler_metrics=[...], "
                "profiler_measure_per_kernel=True)); from 2.14 on measure with Nsight Compute (ncu)")
@@ -78,11 +97,30 @@ class CuptiRange:
 
 
 @dataclass(frozen=True, slots=True)
+class KernelLaunch:
+    """A runtime or driver call that launched kernels (`LAUNCH_CALLS`, `GRAPH_CALLS`).
+
+    Attributes:
+        name: the call ("cudaLaunchKernel"), its API-version suffix dropped.
+        correlation: its correlation id (what ties it to its op); None where absent.
+        ts_ns: its start in integer ns; None where unreadable.
+        device: args "device" where the trace writes one (Kineto does not for runtime calls), else None.
+    """
+
+    name: str
+    correlation: int | None
+    ts_ns: int | None
+    device: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class CuptiCounters:
-    """The counter ranges of one trace, ordered by device, then start (their launch order)."""
+    """The counter ranges of one trace, ordered by device, then start (their launch order), and the
+    trace's kernel launch calls in time order."""
 
     source: str
     ranges: tuple[CuptiRange, ...]
+    launches: tuple[KernelLaunch, ...] = ()
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -134,6 +172,7 @@ def decode_cupti_counters(data: bytes, source: str, *, required: bool = True) ->
     `read_cupti_counters`)."""
     events = _events(data, source)
     found = [event for event in events if event.cat == CATEGORY]
+    launches = _launches([event for event in events if event.cat in _HOST_CATEGORIES], source)
     if not found and required:
         raise TraceFormatError(f"{source}: no {CATEGORY} events (a trace without CUPTI range-profiler counters)",
                                hint=RECORD_HINT)
@@ -150,7 +189,72 @@ def decode_cupti_counters(data: bytes, source: str, *, required: bool = True) ->
         index = counts.get(device, 0)
         counts[device] = index + 1
         ranges.append(CuptiRange(index=index, name=name, device=device, ts_ns=ts, dur_ns=dur, metrics=metrics))
-    return CuptiCounters(source=source, ranges=tuple(ranges))
+    return CuptiCounters(source=source, ranges=tuple(ranges), launches=launches)
+
+
+def pair_launches(counters: CuptiCounters) -> tuple[list[KernelLaunch | None], str]:
+    """Per range (in `counters.ranges` order), the launch call it measured, None where it cannot be
+    told; and the rule applied, or why not, in words (module docstring).
+
+    The n-th range of a device goes with the n-th launch call on that device in time order. Launch
+    calls that name no device are all on the one device the ranges were measured on; with ranges on
+    several devices they cannot be split, and nothing is paired. With fewer ranges than launches (the
+    range profiler stops at its maximum number of ranges) the first launches are paired.
+    """
+    ranges = counters.ranges
+    graphs = [c for c in counters.launches if c.name in GRAPH_CALLS]
+    single = [c for c in counters.launches if c.name not in GRAPH_CALLS]
+    out: list[KernelLaunch | None] = [None] * len(ranges)
+    if graphs:
+        return out, (f"not paired: the trace has {len(graphs)} {graphs[0].name} calls, each launching many "
+                     "kernels, so the n-th range is not the n-th launch call")
+    devices = sorted({r.device for r in ranges}, key=lambda d: (d is None, d or 0))
+    if single and all(c.device is None for c in single):
+        if len(devices) > 1:
+            return out, (f"not paired: ranges on {len(devices)} devices and the launch calls do not say their "
+                         "device")
+        per_device = {devices[0] if devices else None: single}
+    else:
+        per_device = {}
+        for call in single:
+            per_device.setdefault(call.device, []).append(call)
+    said = []
+    for device in devices:
+        mine = [k for k, r in enumerate(ranges) if r.device == device]
+        calls = per_device.get(device, [])
+        where = f"device {device}" if device is not None else "an unnamed device"
+        if len(mine) > len(calls):
+            said.append(f"{where}: {len(mine)} ranges but {len(calls)} kernel launch calls, not paired (which "
+                        "launch a range measured cannot be told)")
+            continue
+        for k, call in zip(mine, calls):
+            out[k] = call
+        extra = f", the last {len(calls) - len(mine)} launches measured by no range" if len(calls) > len(mine) else ""
+        said.append(f"{where}: {len(mine)} ranges, {len(calls)} kernel launch calls{extra}")
+    rule = "the n-th range of a device with its n-th kernel launch call in time order"
+    return out, f"{rule}; {'; '.join(said)}" if said else rule
+
+
+def measured_ranges(counters: CuptiCounters, trace: KinetoTrace, *, flops_of,
+                    precision_of) -> tuple[list[MeasuredRange], str]:
+    """Every range with its launch call (`pair_launches`) and the op behind the call
+    (`profilers.kineto.launch_ops`: the launching op, the op the formula counts, its analytic FLOPs);
+    and the pairing rule in words. `trace` is the same file read by the Kineto reader."""
+    calls, pairing = pair_launches(counters)
+    correlations = np.array([c.correlation if c is not None and c.correlation is not None else -1 for c in calls],
+                            dtype=np.int64)
+    ops = launch_ops(trace, correlations, flops_of=flops_of, precision_of=precision_of)
+    out = []
+    for k, r in enumerate(counters.ranges):
+        work = range_work(r)
+        if correlations[k] < 0:
+            out.append(MeasuredRange(index=r.index, device=r.device, name=r.name, work=work))
+            continue
+        out.append(MeasuredRange(index=r.index, device=r.device, name=r.name, work=work,
+                                 correlation=int(correlations[k]), launching_op=str(ops.launching_op[k]),
+                                 op=str(ops.op[k]), op_call=int(ops.op_call[k]), op_flops=float(ops.op_flops[k]),
+                                 op_flops_gap=str(ops.op_flops_gap[k])))
+    return out, pairing
 
 
 def range_work(counter_range: CuptiRange) -> MeasuredWork:
@@ -178,6 +282,30 @@ def _events(data: bytes, source: str) -> list[_Event]:
     if events is None:
         raise TraceFormatError(f'{source}: no "traceEvents", not a PyTorch profiler trace', hint=hint)
     return events
+
+
+def _launches(events: list[_Event], source: str) -> tuple[KernelLaunch, ...]:
+    """The kernel launch calls among the host calls, in time order (file order among equal times)."""
+    found = []
+    for event in events:
+        name = _json(event.name, "name", f"{source}: a runtime call")
+        name = _API_VERSION.sub("", name) if isinstance(name, str) else ""
+        if name in LAUNCH_CALLS or name in GRAPH_CALLS:
+            found.append((name, event))
+    ts_ns = _times([event.ts for _, event in found])
+    out = []
+    for (name, event), ts in zip(found, ts_ns):
+        args = _json(event.args, "args", f"{source}: {name} call")
+        args = args if isinstance(args, dict) else {}
+        out.append(KernelLaunch(name=name, correlation=_id(args.get("correlation")), ts_ns=ts,
+                                device=_id(args.get("device"))))
+    order = sorted(range(len(out)), key=lambda k: (out[k].ts_ns is None, out[k].ts_ns or 0, k))
+    return tuple(out[k] for k in order)
+
+
+def _id(value: Any) -> int | None:
+    """A non-negative integer id, else None."""
+    return value if type(value) is int and value >= 0 else None
 
 
 def _times(texts: list) -> list[int | None]:

@@ -19,13 +19,23 @@ def _rows(profile: Profile) -> list[tuple[str, float | int | None, str, str | No
     tp, fu, mem = m.throughput, m.flop_util_pct, m.memory_bytes
     rows = [("throughput", tp.value, tp.unit, tp.reason)]
     rows += [(f"throughput.{unit}", value, unit, None) for unit, value in tp.also.items()]
-    for key in ("gpu_busy_pct", "gpu_busy_nvml_pct", "cpu_util_pct"):
+    for key in ("gpu_busy_pct", "gpu_busy_traced_pct", "gpu_busy_nvml_pct", "cpu_util_pct"):
         v = getattr(m, key)
-        rows.append((key, v.value, "%", v.reason))
+        if v is not None:
+            rows.append((key, v.value, "%", v.reason))
     rows += [("flop_util_pct", fu.value, "%", fu.reason), ("flop_util_pct.peak_flops", fu.peak_flops, "FLOP/s", None),
              ("flop_util_pct.measured_ceiling_flops", fu.measured_ceiling_flops, "FLOP/s", None),
              ("flop_util_pct.flops", fu.flops, "FLOP", None), ("flop_util_pct.busy_s", fu.busy_s, "s", None),
              ("flop_util_pct.kernel_average_pct", fu.kernel_average_pct, "%", None)]
+    for w in fu.by_precision:
+        key = f"flop_util_pct.by_precision.{w.precision or 'unknown'}"
+        rows += [(f"{key}.flops", w.flops, "FLOP", None),
+                 (f"{key}.peak_flops", w.peak_flops, "FLOP/s", None if w.peak_flops else "no peak for this precision"),
+                 (f"{key}.seconds_at_peak", w.seconds_at_peak, "s", None)]
+    if fu.above_peak_flops_pct is not None:
+        rows += [("flop_util_pct.above_peak_flops_pct", fu.above_peak_flops_pct, "%", None),
+                 ("flop_util_pct.value_capped_pct", fu.value_capped_pct, "%", None)]
+    rows.append(("flop_util_pct.flops_unlisted", fu.flops_unlisted, "FLOP", None))
     if m.memory_bandwidth is not None:
         rows.append(("memory_bandwidth", m.memory_bandwidth.value, "B/s", m.memory_bandwidth.reason))
     for cat in (*MEMORY_CATEGORIES, "allocator_peak"):

@@ -42,6 +42,7 @@ from tbd.reports.console import (
     plain_table,
     shorten_middle,
 )
+from tbd.reports.counters_text import counters_section
 from tbd.reports.kernels.tables import rankings, time_table
 from tbd.reports.numbers import byte_counts_in_words, fmt_bytes, fmt_pct_cell, fmt_seconds_cell
 from tbd.reports.printable import printable
@@ -136,6 +137,27 @@ def _trace_iterations(it: Iterations) -> list[RenderableType]:
                  f"average{spread}; warm-up and stability not checked (a trace alone)")]
 
 
+def _flop_term_rows(flop: FlopUtil) -> list[tuple[str, str, str]]:
+    """The headline's terms: each precision's FLOPs at its peak, the share above peak, the FLOPs not listed."""
+    rows = []
+    for w in flop.by_precision:
+        at = (f"at {fmt_flops(w.peak_flops)} -> {fmt_seconds_cell(w.seconds_at_peak)} at peak" if w.peak_flops
+              else "no peak for it: left out of the utilization")
+        rows.append((f"· {w.precision or 'precision unknown'}", fmt_flops(w.flops, "FLOP"),
+                     f"{fmt_pct_cell(w.share_pct)} % of the FLOPs, {at}"))
+    if flop.above_peak_flops_pct is not None:
+        capped = (f"{fmt_pct_cell(flop.value_capped_pct)} % with them capped at 100 %"
+                  if flop.value_capped_pct is not None else "capped: n/a")
+        rows.append(("· above peak", f"{fmt_pct_cell(flop.above_peak_flops_pct)} %",
+                     f"of the FLOPs in kernel groups above their peak (a fast algorithm such as Winograd or FFT "
+                     f"does fewer operations than counted); {capped}"))
+    if flop.flops_unlisted:
+        rows.append(("· not listed", fmt_flops(flop.flops_unlisted, "FLOP"),
+                     "in kernel groups past the profile's kernel list (the listed groups' FLOPs and these add up "
+                     "to the total)"))
+    return rows
+
+
 def _peak_detail(flop: FlopUtil) -> str:
     if flop.peak_source == "measured_gemm":
         used = "GEMM ceiling"  # the measured one: docs/architecture.md, peak FLOP/s
@@ -171,6 +193,11 @@ def _measurement(profile: Profile) -> list[RenderableType]:
     return [line]
 
 
+GPU_BUSY_DETAIL = "kernel-interval union / wall time"
+GPU_BUSY_RUN_DETAIL = "kernel time per traced iteration / untraced iteration time (timing window)"
+GPU_BUSY_TRACED_DETAIL = "kernel-interval union / traced wall time, which the tracer stretches on the host"
+
+
 def _metrics(profile: Profile) -> list[RenderableType]:
     m = profile.metrics
     noun = kernel_noun(profile)
@@ -183,7 +210,9 @@ def _metrics(profile: Profile) -> list[RenderableType]:
     table.add_row("Throughput", printable(f"{_fmt_rate(tp.value)} {tp.unit}") if tp.value is not None else NA,
                   _na(tp.reason) if tp.value is None else throughput_detail(tp, also, _fmt_rate, lambda v: f"{fmt_pct_cell(v)} %"))
     rows: list[tuple[str, Value, str]] = [
-        ("GPU busy", m.gpu_busy_pct, "kernel-interval union / wall time"),
+        ("GPU busy", m.gpu_busy_pct, GPU_BUSY_DETAIL if m.gpu_busy_traced_pct is None else GPU_BUSY_RUN_DETAIL),
+        *([("GPU busy, as traced", m.gpu_busy_traced_pct, GPU_BUSY_TRACED_DETAIL)]
+          if m.gpu_busy_traced_pct is not None else []),
         ("NVML utilization.gpu", m.gpu_busy_nvml_pct, "driver samples, timing window"),
     ]
     for label, value, detail in rows:
@@ -191,11 +220,15 @@ def _metrics(profile: Profile) -> list[RenderableType]:
     flop = m.flop_util_pct
     if flop.value is not None:
         detail = f"{flop.source}: {fmt_flops(flop.flops, 'FLOP')} in {fmt_seconds_cell(flop.busy_s)} busy"
+        if flop.by_precision:
+            detail += ": the seconds at peak below over the busy time"
         table.add_row("FLOP utilization", f"{fmt_pct_cell(flop.value)} %", detail)
     else:
         table.add_row("FLOP utilization", NA, _na(flop.reason))
+    for label, value, detail in _flop_term_rows(flop):
+        table.add_row(label, value, detail)
     peak = fmt_flops(flop.peak_flops) if flop.peak_flops is not None else NA
-    table.add_row("Peak FLOP/s used", peak, _peak_detail(flop) if flop.peak_flops is not None
+    table.add_row("FP32 peak FLOP/s", peak, _peak_detail(flop) if flop.peak_flops is not None
                   else _na(flop.hardware_peak_reason))
     if flop.unattributed_busy_pct is not None:
         table.add_row("No FLOP formula", f"{fmt_pct_cell(flop.unattributed_busy_pct)} %",
@@ -391,6 +424,7 @@ def render_profile(profile: Profile, *, width: int = 100, color: bool | None = F
     parts: list[RenderableType | None] = [
         *_header(profile), *_iterations(profile), *_measurement(profile), None,
         *_metrics(profile), None,
+        *counters_section(console, profile.counters, top, fmt_flops), *([None] if profile.counters else []),
         *_memory(profile.metrics.memory_bytes), None,
         *time_table(console, profile, top), None,
         *rankings(console, profile, top), None, _kernels_pointer(profile),

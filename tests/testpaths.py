@@ -14,6 +14,17 @@ TOOLS = ROOT / "tools"  # scripts for people (tools/netns_link.py: two simulated
 #: Public data the project may not commit (real MLPerf submissions): a folder named shared beside
 #: the repository, or inside it on a device machine. Tests that need it skip without it.
 SHARED = next((p for p in (ROOT / "shared", ROOT.parent / "shared") if p.is_dir()), ROOT.parent / "shared")
+#: Where the public traces that the project may not commit lie: tests/fixtures/<kind>/ when copied there by
+#: hand (tests/fixtures/README.md, "gpu/" and "multirank/"), else shared/traces/<kind>/.
+TRACE_FOLDERS = (FIXTURES, SHARED / "traces")
+
+
+def real_trace(relative: str) -> Path:
+    """A public trace (or folder of them) named relative to a trace folder, e.g. "gpu/pt19_resnet50_v100.json.gz":
+    the first of TRACE_FOLDERS that holds it, else the fixtures path (absent: the test skips, saying so)."""
+    return next((base / relative for base in TRACE_FOLDERS if (base / relative).exists()), FIXTURES / relative)
+
+
 #: The folder of MLPerf Training result trees (training_results_vX.Y); TBD_MLPERF_RESULTS names another.
 MLPERF_RESULTS = Path(os.environ.get("TBD_MLPERF_RESULTS", SHARED / "mlperf"))
 

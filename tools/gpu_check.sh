@@ -15,6 +15,7 @@
 # Compute counters); tbd profile resnet50 --nproc-per-node 1 (torchrun, NCCL); tools/gpu_busy_truth.py
 # (GPU busy measured apart from tbd); tbd sweep --tta at batch 16, 64, 256; tbd train seq2seq (num2words);
 # tbd train --size full.
+# At the end, tools/gpu_results.py writes OUT/gpu-check-<date>-<gpu>.md, the page docs/results/ keeps.
 # docs/results/gpu-check-*.md record what each lease measured.
 set -u
 OUT=${OUT:-/tmp/gpu_check}
@@ -88,6 +89,8 @@ want sweep-tta && step sweep-tta 100 $TBD sweep resnet50 --tta --batch 16,64,256
 want train-seq2seq && step train-seq2seq 90 $TBD train seq2seq --device "$DEVICE" --runs 3 --out "$RUNS/train-seq2seq"
 want train-full && step train-resnet50-full 80 $TBD train resnet50 --size full --device "$DEVICE" --runs 3 \
     --out "$RUNS/train-resnet50-full"
-for run in "$RUNS"/*/; do pack "$(basename "$run")" "${run%/}"; done
+# The dated results page (docs/results/), from what the steps wrote, with tbd's GPU busy beside a stdlib recompute.
+$PY "$ROOT/tools/gpu_results.py" "$RUNS" "$OUT/gpu_check.log" "$OUT"
+pack runs "$RUNS"  # one file: a lease returns at most 8
 ls -la "$OUT"
 echo "== done in $(( $(date +%s) - START ))s"

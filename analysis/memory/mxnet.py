@@ -11,7 +11,8 @@ Categories, as the paper's memory profiler summed them (each the max over traced
 - dynamic: optimizer state (Σ bytes of the trainer's updater states) + the input pool.
 - feature_maps: analytic, not measured: Σ bytes of the forward outputs MXNet's gradient graph
   reads, from the hybridized blocks' graphs and their shape inference (the hook's
-  feature_maps_bytes; profilers/mxnet/memory.py gives the rule). The hook's
+  feature_maps_bytes; profilers/mxnet/memory.py gives the rule), plus the fused RNN operator's
+  reserve space, which the graph does not show (analysis/memory/mxnet_rnn.py sizes it). The hook's
   records["reasons"]["feature_maps"] says what it covers or why it is null; records written
   before it have no feature_maps_bytes: null with that reason.
 - workspace: null. MXNet 1.9's dump gives only per-device storage totals, so operators'

@@ -9,6 +9,7 @@ through map); Python runs once per distinct name, thread or signature. What is s
 
 from __future__ import annotations
 
+from collections import defaultdict
 from operator import attrgetter
 from typing import Any
 
@@ -97,6 +98,8 @@ _DEVICE, _STREAM, _CORRELATION, _CAT = map(attrgetter, ("device", "stream", "cor
 _GRID, _BLOCK, _REGISTERS, _SHARED_MEMORY, _OCCUPANCY = map(
     attrgetter, ("grid", "block", "registers", "shared_memory", "occupancy"))
 _CALL_STACK = attrgetter("call_stack")
+_ADDR, _NBYTES, _TOTAL_ALLOCATED, _DEVICE_ID = map(attrgetter, ("addr", "nbytes", "total_allocated", "device_id"))
+_INT = {int}
 _SHAPES = attrgetter("input_dims", "input_dims_18", "input_type", "concrete")
 
 
@@ -109,13 +112,15 @@ class ColumnBuilder:
 
     def __init__(self, source: str):
         self.source = source
-        self.name_codes: dict = {}
+        # Tables that number a new key as they meet it (`_numbering`): key -> code.
+        self.name_codes: dict = _numbering()
         self.step_of_name: list[int | None] = []  # name code -> N of "ProfilerStep#N", else None
-        self.shape_codes: dict = {}  # the three shape arguments' JSON text, joined -> code
+        self.shape_codes: dict = _numbering()  # the three shape arguments' JSON text, joined -> code
         self.signature_codes: dict = {}  # (name code << 32 | shape code) -> signature code
-        self.pid_codes: dict = {}
-        self.tid_codes: dict = {}
-        self.stack_codes: dict = {None: 0}  # "Call stack" text -> code; 0: none
+        self.pid_codes: dict = _numbering()
+        self.tid_codes: dict = _numbering()
+        self.thread_keys = _ThreadKeys(self.pid_codes, self.tid_codes)
+        self.stack_codes: dict = _numbering(None)  # "Call stack" text -> code; 0: none
         self.uses_sequence: list[bool] = []  # name code -> its ops' sequence numbers are read
         self.parts: dict[str, list] = {}
         self.copies = 0
@@ -170,11 +175,9 @@ class ColumnBuilder:
     # -- codes --------------------------------------------------------------------------------
 
     @staticmethod
-    def _codes(table: dict, keys: list) -> np.ndarray:
-        """One int32 code per key, new distinct keys numbered in order of first appearance."""
-        for key in dict.fromkeys(keys):
-            if key not in table:
-                table[key] = len(table)
+    def _codes(table: dict, keys) -> np.ndarray:
+        """One int32 code per key, new distinct keys numbered in order of first appearance: one C-level
+        lookup per key (`table` is a `_numbering`)."""
         return np.fromiter(map(table.__getitem__, keys), dtype=np.int32, count=len(keys))
 
     def _names(self, events: list[Event]) -> np.ndarray:
@@ -190,18 +193,18 @@ class ColumnBuilder:
 
     def _threads(self, events: list[Event]) -> np.ndarray:
         """One int64 key per (pid, tid) pair: the pair's codes side by side (pids and tids may be strings)."""
-        pid = self._codes(self.pid_codes, list(map(_PID, events))).astype(np.int64)
-        tid = self._codes(self.tid_codes, list(map(_TID, events))).astype(np.int64)
-        return (pid << 32) | tid
+        pairs = zip(map(_PID, events), map(_TID, events))
+        return np.fromiter(map(self.thread_keys.__getitem__, pairs), dtype=np.int64, count=len(events))
 
     # -- per kind: each puts its columns and returns its events' (start, end) ns -------------
 
     def _times(self, events: list[Event], field: str, what: str) -> np.ndarray:
         """The events' "ts" or "dur" as int ns; a negative duration counts as 0 (and is counted)."""
         texts = list(map(_TS if field == "ts" else _DUR, events))
-        if None in texts:
-            raise TraceFormatError(f"{self.source}: malformed {what} event (no {field!r})", hint=TRACE_HINT)
-        ns, ok = _in_range(*us_text_to_ns(texts), field)
+        try:
+            ns, ok = _in_range(*us_text_to_ns(texts), field)
+        except TypeError:  # a None (no such field) among the texts: cheaper found so than by a look at each
+            raise TraceFormatError(f"{self.source}: malformed {what} event (no {field!r})", hint=TRACE_HINT) from None
         if not ok.all():
             bad = bytes(texts[int(np.flatnonzero(~ok)[0])])
             raise TraceFormatError(f"{self.source}: malformed or out-of-range {what} event {field} {quoted(bad, 40)}",
@@ -301,8 +304,19 @@ class ColumnBuilder:
         return start, start + dur
 
     def _launches(self, launches: list[Event]) -> tuple[np.ndarray, np.ndarray]:
-        extent = self._lenient_spans(launches)
-        correlation = [None if a is None else a.correlation for a in map(_ARGS, launches)]
+        events = [ev for ev in launches if ev.ts is not None] if None in map(_TS, launches) else launches
+        start, end, ok = _lenient_times(events)
+        args = list(map(_ARGS, launches))
+        if None not in args and events is launches and ok.all():  # the common case: every time read once
+            correlation = list(map(_CORRELATION, args))
+            if None not in correlation:
+                if launches:
+                    self._put("launch.correlation", self._ints(correlation))
+                    self._put("launch.start", start)
+                    self._put("launch.thread", self._threads(launches))
+                return start, end
+        extent = start[ok], end[ok]
+        correlation = [None if a is None else a.correlation for a in args]
         if None in correlation:
             launches = [ev for ev, c in zip(launches, correlation) if c is not None]
             correlation = [c for c in correlation if c is not None]
@@ -338,7 +352,7 @@ class ColumnBuilder:
     def _ints(values: list, events: list[Event] | None = None, fallback=None) -> np.ndarray:
         """int64 column of `values` read by `as_int`; a None takes the event's `fallback` field; -1 if unreadable."""
         n = len(values)
-        if all(type(v) is int for v in set(values)):
+        if set(map(type, values)) <= _INT:  # C-level: no Python per value
             try:
                 return np.array(values, dtype=np.int64).reshape(n)
             except OverflowError:  # an id beyond int64: read one by one below
@@ -354,6 +368,8 @@ class ColumnBuilder:
         if self.memory_problem:
             return ts, ts
         args = list(map(_ARGS, memory))
+        if self._memory_columns(args, ts):
+            return ts, ts
         fields = [[as_int(getattr(a, f), bounds) if a is not None else None for a in args]
                   for f, bounds in (("addr", UINT64), ("nbytes", INT64), ("total_allocated", INT64))]
         for f, label in zip(fields, ("Addr", "Bytes", "Total Allocated")):
@@ -372,6 +388,27 @@ class ColumnBuilder:
         device = [-1 if a is None or a.device_id is None else as_int(a.device_id) for a in args]
         self._put("memory.device", np.array([-2 if d is None else d for d in device], dtype=np.int64))
         return ts, ts
+
+    def _memory_columns(self, args: list[EventArgs | None], ts: np.ndarray) -> bool:
+        """The common case of `_memory`, without Python per event: every field an int in range and
+        every "Device Id" an int or absent. False (nothing put) when any is not: `_memory` reads them one by one."""
+        if None in args:
+            return False
+        fields = [list(map(get, args)) for get in (_ADDR, _NBYTES, _TOTAL_ALLOCATED)]
+        device = list(map(_DEVICE_ID, args))
+        if not all(set(map(type, f)) <= _INT for f in fields) or not set(map(type, device)) <= _INT_OR_NONE:
+            return False
+        try:
+            columns = [np.array(fields[0], dtype=np.uint64), np.array(fields[1], dtype=np.int64),
+                       np.array(fields[2], dtype=np.int64)]
+            device = np.array([-1 if d is None else d for d in device] if None in device else device, dtype=np.int64)
+        except OverflowError:  # out of range: unusable (or -2 for a device), as `_memory` decides
+            return False
+        self._put("memory.ts", ts)
+        for name, column in zip(("addr", "bytes", "total"), columns):
+            self._put(f"memory.{name}", column)
+        self._put("memory.device", device)
+        return True
 
     # -- the whole trace --------------------------------------------------------------------
 
@@ -417,6 +454,27 @@ class ColumnBuilder:
 
 
 _NO_SPAN = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+class _ThreadKeys(dict):
+    """(pid, tid) -> the pair's thread key, (pid code << 32) | tid code, made on first lookup."""
+
+    def __init__(self, pid_codes: dict, tid_codes: dict):
+        super().__init__()
+        self.pid_codes, self.tid_codes = pid_codes, tid_codes
+
+    def __missing__(self, pair: tuple) -> int:
+        key = self[pair] = (self.pid_codes[pair[0]] << 32) | self.tid_codes[pair[1]]
+        return key
+
+
+def _numbering(*first) -> defaultdict:
+    """A dict that gives a key it lacks the next code (0, 1, ...) on lookup: its default is its own
+    length, taken before the key goes in. `first` keys get 0, 1, ... up front."""
+    table: defaultdict = defaultdict(None, zip(first, range(len(first))))
+    table.default_factory = table.__len__
+    return table
+_INT_OR_NONE = {int, type(None)}
 
 
 def _lenient_times(events: list[Event]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,11 +1,15 @@
 """A Kineto trace file decoded into columns: only the fields the reader uses, never a dict per event.
 
-Decoding is msgspec's typed JSON decoder in two passes over the text: the first splits
-"traceEvents" into one raw slice per event (and decodes the few top-level fields kept as
-metadata); the second decodes the events batch by batch into small typed structs holding only
-ph, cat, name, pid, tid, ts, dur, s and the args the reader reads, and turns each batch into
-numpy columns before the next. Memory is the file's text plus the columns plus one batch of
-structs, whatever the trace's length. "ts"/"dur" stay JSON number texts until
+Decoding is msgspec's typed JSON decoder straight into small typed structs holding only ph,
+cat, name, pid, tid, ts, dur, s and the args the reader reads, batch by batch, each batch turned
+into numpy columns before the next. A file is read a few MB at a time and its text cut at the
+writer's event separator (Kineto: `},`, a newline and the indent, `{`), every cut proven by decoding
+the piece (`_decode_chunks`): memory is the columns plus one block of text and one batch of
+structs, whatever the trace's length (a gzip file's text is held whole, once). A layout whose
+cuts cannot be proven (a bare array of events, a key written twice) or any error takes the
+exact reading of the whole text in two passes (`_decode`): "traceEvents" split into one raw
+slice per event, then the same batches; it also words every error. The two give the same
+columns (tests/readers/test_kineto_chunks.py). "ts"/"dur" stay JSON number texts until
 `profilers.traces.times.us_text_to_ns` turns them into exact integer ns. Names are interned
 (one code per distinct name), and an op's shape arguments ("Input Dims", "Input type",
 "Concrete Inputs") become one code per distinct (name, shapes, types, values) signature, so a
@@ -29,6 +33,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import closing
 
 import msgspec
 
@@ -36,6 +42,7 @@ from tbd.core.errors import TraceFormatError
 from tbd.profilers.kineto.batches import EVENTS_DECODER, TRACE_HINT, ColumnBuilder
 from tbd.profilers.kineto.columns import KinetoTrace
 from tbd.profilers.traces.events import read_trace_bytes
+from tbd.profilers.traces.files import trace_blocks
 
 BATCH_EVENTS = 1 << 13  # events decoded into structs at a time: ~1 MB of them stays in the CPU's cache while the
 # per-kind passes touch each struct several times (measured 1.6x faster than 65,536 on 1M events)
@@ -55,6 +62,12 @@ class _Top(msgspec.Struct, gc=False):
 
 
 _TOP = msgspec.json.Decoder(_Top | list[msgspec.Raw])
+_OBJECT = msgspec.json.Decoder(_Top)
+#: The key that opens the events, with the text between "[" and the first event (kept: it is what
+#: separates events when a writer puts one per line, as Kineto does).
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[(\s*)\{')
+_HEAD_MAX_BYTES = 64 << 20  # text before the first event beyond which the chunked reading gives up
+_CHUNK_BYTES = 1 << 21  # text decoded into structs at a time by the chunked reading (~6,000 Kineto events)
 
 
 def read_trace_file(path: str | os.PathLike) -> KinetoTrace:
@@ -64,7 +77,13 @@ def read_trace_file(path: str | os.PathLike) -> KinetoTrace:
         TraceFormatError: unreadable, truncated or garbage gzip, corrupt JSON, not a Kineto
             trace, or an event whose fields have the wrong types.
     """
-    return decode_trace(read_trace_bytes(path), os.fspath(path))
+    source = os.fspath(path)
+    try:
+        with closing(trace_blocks(path)) as blocks:  # the file closes even when the chunks give up
+            return _decode_chunks(blocks, source)
+    except (_Unproven, TraceFormatError):
+        pass  # the exact reading below decides, and words any error as it always has
+    return decode_trace(read_trace_bytes(path), source)
 
 
 def decode_trace(data: bytes, source: str) -> KinetoTrace:
@@ -73,6 +92,10 @@ def decode_trace(data: bytes, source: str) -> KinetoTrace:
     Text that is not valid UTF-8, or holds lone UTF-16 surrogate escapes ("\\ud800"), is
     repaired once (each bad byte or escape becomes U+FFFD) and decoded again, with a note.
     """
+    try:
+        return _decode_chunks(iter((data,)), source)
+    except (_Unproven, TraceFormatError):
+        pass
     try:
         return _decode(data, source, ())
     except _Unrepaired as bad:
@@ -124,6 +147,74 @@ def _decode(data: bytes, source: str, notes: tuple[str, ...]) -> KinetoTrace:
     for first in range(0, len(events), BATCH_EVENTS):
         builder.add(_batch(events[first:first + BATCH_EVENTS], first, source))
     return builder.build(metadata, notes)
+
+
+class _Unproven(Exception):
+    """The chunked reading could not prove where the events split (or met any error): read the whole text."""
+
+
+def _decode_chunks(blocks: Iterator[bytes], source: str) -> KinetoTrace:
+    """The trace from its text's blocks, decoded as they come, without the whole text or a slice per event.
+
+    Writers put one event per line (Kineto: `},`, a newline and the indent, `{`), and a minifier
+    puts `},{`: the text is cut at the separator the first event shows (`_EVENTS_KEY`) about
+    every _CHUNK_BYTES and each piece decoded straight into `Event` structs, then handed to the
+    builder in the same BATCH_EVENTS batches as `_decode` (so every code is numbered alike). A cut
+    is only a guess, proven by decoding: a piece that starts at an event and ends inside a string,
+    an object or an array is not valid JSON, so every piece decoding as a list of events proves
+    every cut. The text before the first event, and from the last cut to the end, are decoded as
+    the top-level object (around no events, and around the events after the last cut). Anything
+    unproven raises _Unproven (an error of the builder's is raised as it is); the caller then reads
+    the whole text the exact way (`_decode`), which words every error.
+    """
+    buf = next(blocks, b"")
+    while (found := _EVENTS_KEY.search(buf)) is None:
+        block = next(blocks, None)
+        if block is None or len(buf) > _HEAD_MAX_BYTES:
+            raise _Unproven
+        buf = bytearray(buf) + block
+    gap = found.group(1)
+    head = bytes(buf[:found.start(1)]) + b"]}"
+    if head.count(b'"traceEvents"') != 1:
+        raise _Unproven
+    top = _proven(_OBJECT.decode, head)
+    separator = b"}," + gap + b"{"
+    builder = ColumnBuilder(source)
+    pending: list = []
+    start = found.end() - 1  # the first event's "{"
+    while True:
+        cut = buf.find(separator, start + _CHUNK_BYTES)
+        if cut < 0:
+            block = next(blocks, None)
+            if block is None:
+                break
+            buf = bytearray(memoryview(buf)[start:]) + block
+            start = 0
+            continue
+        pending += _proven(EVENTS_DECODER.decode, b"".join((b"[", memoryview(buf)[start:cut + 1], b"]")))
+        start = cut + len(separator) - 1
+        while len(pending) >= BATCH_EVENTS:
+            builder.add(pending[:BATCH_EVENTS])
+            del pending[:BATCH_EVENTS]
+    rest = bytes(memoryview(buf)[start:])
+    if b'"traceEvents"' in rest:
+        raise _Unproven
+    tail = _proven(_OBJECT.decode, b'{"traceEvents": [' + rest)
+    del buf, rest
+    if tail.traceEvents:
+        pending += _proven(EVENTS_DECODER.decode, b"[" + b",".join(tail.traceEvents) + b"]")
+    for first in range(0, len(pending), BATCH_EVENTS):
+        builder.add(pending[first:first + BATCH_EVENTS])
+    # A key written twice keeps its last value, as when the whole object is decoded.
+    both = _Top(**{key: getattr(top, key) if getattr(tail, key) is None else getattr(tail, key) for key in _METADATA})
+    return builder.build(_metadata(both), ())
+
+
+def _proven(decode, text: bytes):
+    try:
+        return decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # ValidationError subclasses DecodeError
+        raise _Unproven from None
 
 
 def _metadata(top: _Top) -> dict:

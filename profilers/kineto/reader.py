@@ -27,7 +27,11 @@ shapes are missing (`flops_of` returns NaN) leaves its rows at NaN FLOPs with so
 of a kernel is the step containing its launching call. Busy intervals are the kernel intervals;
 memcpy/memset ("gpu_memcpy", "gpu_memset") are not kernels and are only counted in a note.
 
-CPU (no kernel events). Every "cpu_op" is a row covering its SELF time (duration minus its direct
+CUPTI range profiler (no kernel events, "cuda_profiler_range" counter ranges and deviceProperties:
+`range_profiled`). The work ran on the GPU: device kind "cuda", no kernel rows and no busy intervals
+(the trace has no kernel times); its ops stay in `TraceRecords.ops`.
+
+CPU (no kernel events otherwise). Every "cpu_op" is a row covering its SELF time (duration minus its direct
 children's, per thread's op tree built by time nesting), stream = thread id, device -1. The
 outermost op with a formula has its FLOPs split among itself and all its descendants in
 proportion to their self times. Busy intervals are the roots of each thread's op tree. Markers
@@ -75,13 +79,14 @@ from tbd.profilers.kineto.tree import OpTree, enclosing_ops, formula_roots, op_t
 from tbd.profilers.traces.events import NO_STEPS_NOTE
 from tbd.profilers.traces.names import clean_name
 
-__all__ = ["KinetoTrace", "read_trace_file", "trace_records"]
+__all__ = ["KinetoTrace", "read_trace_file", "trace_records", "range_profiled", "RANGE_PROFILER_CATEGORY"]
 
 _ENCODER = msgspec.json.Encoder(decimal_format="number")
 
 
 def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision_of,
-                  kernel_precisions=None, recorded_by_tbd: bool = False, bytes_of=None) -> TraceRecords:
+                  kernel_precisions=None, recorded_by_tbd: bool = False, bytes_of=None,
+                  does_arithmetic=None) -> TraceRecords:
     """Build the records of one Kineto trace (pure: no I/O).
 
     Args:
@@ -97,10 +102,14 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
             name tells TF32 or tensor-core math the op's types cannot); None: the op's precision.
         bytes_of: callable(OpShapes) -> bytes the op reads and writes (NaN unknown), e.g.
             `analysis.op_bytes.ops.op_bytes`; None: rows carry no byte estimate.
+        does_arithmetic: callable(kernel names) -> bool per kernel, False for a layout or set-up kernel that
+            gets no share of its op's FLOPs while another kernel of the op can carry them, e.g.
+            `analysis.data_movement.does_arithmetic`; None: every kernel shares by its time.
         recorded_by_tbd: tbd's hook recorded the trace with CPU activities on, so a trace without
             ops is a step that ran no operator (records with no rows and a note), not a foreign file.
     Returns:
-        TraceRecords with integer-ns times; device_kind "cuda" if the trace has kernels, else "cpu".
+        TraceRecords with integer-ns times; device_kind "cuda" if the trace has kernels or is a CUPTI
+        range-profiler trace (`range_profiled`: no kernel rows then), else "cpu".
     Raises:
         TraceFormatError: not a trace, malformed events, or no ops and no kernels.
     """
@@ -118,14 +127,31 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
     completion = complete_shapes(trace, tree)
     tree = replace(tree, signature=completion.signature)
     sig = signature_flops(completion.signatures, flops_of, precision_of, bytes_of)
-    if len(trace.kernels.start_ns):
-        records = _gpu_records(trace, tree, sig, source, kernel_precisions)
+    if len(trace.kernels.start_ns) or range_profiled(trace):
+        records = _gpu_records(trace, tree, sig, source, kernel_precisions, does_arithmetic)
     else:
         records = _cpu_records(trace, tree, sig, source)
     if empty:
         records = replace(records, notes=records.notes + (
             "the trace window recorded no operator: the step ran no framework op that the profiler sees",))
     return replace(records, notes=records.notes + _reading_notes(trace) + _completion_notes(completion))
+
+
+#: The event category of Kineto's CUPTI range profiler (`profilers.cupti_counters` reads its counters).
+RANGE_PROFILER_CATEGORY = "cuda_profiler_range"
+
+
+def range_profiled(trace: KinetoTrace) -> bool:
+    """Whether the trace comes from Kineto's CUPTI range profiler on a GPU: "cuda_profiler_range" events
+    and deviceProperties, and no kernel events (the range profiler refuses to run beside kernel tracing).
+
+    Its work ran on the GPU, so its device kind is "cuda"; it has no kernel rows, there being no kernel
+    times (Kineto spreads its ranges evenly over the session), and its host ops are not rows either: their
+    times include the profiler replaying every kernel (`profilers.cupti_counters`).
+    """
+    props = trace.metadata.get("deviceProperties")
+    return (not len(trace.kernels.start_ns) and RANGE_PROFILER_CATEGORY in trace.categories
+            and isinstance(props, list) and bool(props))
 
 
 def _completion_notes(completion: Completion) -> tuple[str, ...]:
@@ -211,6 +237,28 @@ def _in_window(start_ns: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return (start_ns >= lo) & (start_ns <= hi)
 
 
+def _overlaps_window(start_ns: np.ndarray, dur_ns: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Kernels with time inside [lo, hi], or an instant kernel at a point of it."""
+    return ((start_ns < hi) & (start_ns + dur_ns > lo)) | _in_window(start_ns, lo, hi)
+
+
+def _cut_to_window(rows: KernelTable, lo: int, hi: int) -> tuple[KernelTable, tuple[int, int]]:
+    """Rows cut to [lo, hi]: a kernel that began before the window (launched in an earlier, untraced step) or
+    runs past its end counts for its time inside it, and its FLOPs and bytes in the same share (they are
+    split by time, as among an op's kernels). Returns the rows and (kernels cut, ns cut away)."""
+    end = rows.start_ns + rows.dur_ns
+    start = np.maximum(rows.start_ns, lo)
+    dur = np.maximum(np.minimum(end, hi) - start, 0)
+    cut = dur < rows.dur_ns
+    if not cut.any():
+        return rows, (0, 0)
+    share = np.where(rows.dur_ns > 0, dur / np.maximum(rows.dur_ns, 1), 1.0)
+    scaled = {"start_ns": start, "dur_ns": dur, "flops": rows.flops * share}
+    if rows.bytes is not None:
+        scaled["bytes"] = rows.bytes * share
+    return replace(rows, **scaled), (int(cut.sum()), int((rows.dur_ns - dur).sum()))
+
+
 def _op_table(trace: KinetoTrace, tree: OpTree, keep: np.ndarray) -> OpTable:
     return OpTable(name=trace.names[tree.name[keep]], start_ns=tree.start_ns[keep], end_ns=tree.end_ns[keep],
                    tid=tree.tid[keep])
@@ -221,7 +269,7 @@ def _op_table(trace: KinetoTrace, tree: OpTree, keep: np.ndarray) -> OpTable:
 
 
 def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: str,
-                 kernel_precisions) -> TraceRecords:
+                 kernel_precisions, does_arithmetic=None) -> TraceRecords:
     k = trace.kernels
     names = trace.names
     launch_ts, launch_op = _launches(trace, tree)
@@ -233,7 +281,8 @@ def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: 
     launched = launch_op >= 0
     root = formula_roots(tree, sig.has_formula[tree.signature])
     kroot = np.where(launched, root[np.maximum(launch_op, 0)], -1) if len(tree) else np.full(len(launch_op), -1)
-    flops = split_flops(sig.flops[tree.signature], kroot, k.dur_ns)
+    carries = does_arithmetic(names[k.name]) if does_arithmetic is not None and len(k.name) else None
+    flops = split_flops(sig.flops[tree.signature], kroot, k.dur_ns, carries)
     rooted = kroot >= 0
     # The row's op: its formula root, else the launching op, else none.
     op_code = np.full(len(kroot), -1, dtype=np.int64)
@@ -251,10 +300,10 @@ def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: 
                         registers=k.registers, shared_memory=k.shared_memory, occupancy=k.occupancy,
                         op_shapes=_shapes_of(sig, tree, shown_op), op_stack=python_stacks(trace, tree, shown_op),
                         bytes=split_flops(sig.bytes[tree.signature], kroot, k.dur_ns), launch_ns=launch_ts)
-    keep = _in_window(k.start_ns, lo, hi)
+    keep = _overlaps_window(k.start_ns, k.dur_ns, lo, hi)
     order = np.flatnonzero(keep)[np.argsort(k.start_ns[keep], kind="stable")]
-    rows = table.select(order)
-    notes += _gpu_notes(trace, launch_op, keep)
+    rows, cut = _cut_to_window(table.select(order), lo, hi)
+    notes += _gpu_notes(trace, launch_op, keep, cut)
     return TraceRecords(source, "cuda", rows, rows.start_ns, rows.start_ns + rows.dur_ns, spans, lo, hi,
                         _op_table(trace, tree, _in_window(tree.start_ns, lo, hi)), _memory(trace), notes)
 
@@ -314,7 +363,8 @@ def _compute_capability(metadata: dict) -> tuple[int, int] | None:
     return major, minor
 
 
-def _gpu_notes(trace: KinetoTrace, launch_op: np.ndarray, keep: np.ndarray) -> tuple[str, ...]:
+def _gpu_notes(trace: KinetoTrace, launch_op: np.ndarray, keep: np.ndarray,
+               cut: tuple[int, int] = (0, 0)) -> tuple[str, ...]:
     notes = []
     if trace.copies:
         notes.append(f"{trace.copies} memcpy/memset events not counted as kernels or busy time")
@@ -323,7 +373,10 @@ def _gpu_notes(trace: KinetoTrace, launch_op: np.ndarray, keep: np.ndarray) -> t
         notes.append(f"{orphans} kernels have no launching runtime call in the trace (no op, no step)")
     outside = int((~keep).sum())
     if outside:
-        notes.append(f"{outside} kernels start outside the window and are left out")
+        notes.append(f"{outside} kernels run wholly outside the window and are left out")
+    if cut[0]:
+        notes.append(f"{cut[0]} kernels cross the window's edge: counted for their time inside it "
+                     f"({cut[1] / 1e3:.1f} µs outside left out)")
     return tuple(notes)
 
 

@@ -146,13 +146,16 @@ def formula_roots(tree: OpTree, has_formula: np.ndarray) -> np.ndarray:
     return root
 
 
-def split_flops(flops_of_root: np.ndarray, root: np.ndarray, weight_ns: np.ndarray) -> np.ndarray:
+def split_flops(flops_of_root: np.ndarray, root: np.ndarray, weight_ns: np.ndarray,
+                carries: np.ndarray | None = None) -> np.ndarray:
     """Each root's FLOPs shared among the rows under it in proportion to `weight_ns`; NaN elsewhere.
 
     Args:
         flops_of_root: FLOPs per op index (the root's own count; NaN where shapes were missing).
         root: per row, the op index of its formula root, -1 for none.
         weight_ns: per row, its share weight (kernel duration, or op self time).
+        carries: per row, whether it may carry its root's FLOPs (False: a layout or set-up kernel, which
+            gets 0 when a row under the same root carries them); None: every row.
     """
     out = np.full(len(root), np.nan)
     has = root >= 0
@@ -161,9 +164,17 @@ def split_flops(flops_of_root: np.ndarray, root: np.ndarray, weight_ns: np.ndarr
     r = root[has]
     w = weight_ns[has].astype(np.float64)
     size = len(flops_of_root)
+    if carries is not None:
+        kept = np.where(carries[has], w, 0.0)
+        # A root whose every row is a non-carrier keeps the plain split: its FLOPs are never lost.
+        carried = np.bincount(r, weights=carries[has], minlength=size)[r] > 0
+        w = np.where(carried, kept, w)
+        eligible = np.where(carried, carries[has], True)
+    else:
+        eligible = np.ones(len(r), dtype=bool)
+    counts = np.bincount(r, weights=eligible, minlength=size)[r]
     sums = np.bincount(r, weights=w, minlength=size)[r]
-    counts = np.bincount(r, minlength=size)[r]
-    # All-zero weights (zero-length rows) share equally rather than dividing by zero.
-    share = np.where(sums > 0, w / np.where(sums > 0, sums, 1), 1.0 / counts)
+    # All-zero weights (zero-length rows) share equally among the eligible rows rather than dividing by zero.
+    share = np.where(sums > 0, w / np.where(sums > 0, sums, 1), np.where(eligible, 1.0 / np.maximum(counts, 1), 0.0))
     out[has] = flops_of_root[r] * share
     return out

@@ -6,6 +6,7 @@ unreadable (profilers.kineto.batches decodes these fields as Any).
 from __future__ import annotations
 
 import re
+from itertools import chain
 
 import numpy as np
 
@@ -39,12 +40,31 @@ _DIM_MAX = 1 << 31  # CUDA's largest grid dimension is 2^31 - 1
 
 def dim3_column(values: list) -> np.ndarray:
     """(n, 3) int64 of [x, y, z] lists; a row that is not three sizes below 2^31 is -1s (unknown)."""
+    n = len(values)
+    # Fast path, C-level checks only (no Python per kernel): every value a list of 3 ints.
+    if n and set(map(type, values)) == _LIST and set(map(len, values)) == _THREE:
+        flat = list(chain.from_iterable(values))
+        if set(map(type, flat)) == _INT:
+            try:
+                rows = np.fromiter(flat, dtype=np.int64, count=3 * n).reshape(n, 3)
+            except OverflowError:  # a size beyond int64: row by row below
+                pass
+            else:
+                rows[((rows < 0) | (rows >= _DIM_MAX)).any(axis=1)] = -1
+                return rows
     rows = [v if type(v) is list and len(v) == 3 and all(type(d) is int and 0 <= d < _DIM_MAX for d in v) else _NO_DIM3
             for v in values]
-    return np.array(rows, dtype=np.int64).reshape(len(values), 3)
+    return np.array(rows, dtype=np.int64).reshape(n, 3)
 
 
 def percent_column(values: list) -> np.ndarray:
     """float64 of numbers in [0, 100]; anything else NaN."""
-    out = np.array([v if type(v) in (int, float) else np.nan for v in values], dtype=np.float64)
+    if set(map(type, values)) <= _NUMBER_OR_NONE:  # numpy reads None as NaN: no Python per value
+        out = np.array(values, dtype=np.float64).reshape(len(values))
+    else:
+        out = np.array([v if type(v) in (int, float) else np.nan for v in values], dtype=np.float64)
     return np.where((out >= 0) & (out <= 100), out, np.nan)
+
+
+_LIST, _THREE, _INT = {list}, {3}, {int}
+_NUMBER_OR_NONE = {int, float, type(None)}

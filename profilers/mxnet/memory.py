@@ -17,9 +17,13 @@ Counted: each output of a forward operator that a backward node reads as data, o
   and variance (one [C] vector each, C = its gamma's length, counted): e.g. the oneDNN max
   pooling's index workspace is an operator scratch buffer, not a layer output. They are listed in
   the result's `left_out` and said in the reason.
-A graph whose backward runs a stateful operator that keeps its activations in its own state rather
-than in graph outputs (the fused RNN operator's reserve space: every time step's gates) gives null
-with that reason: the graph does not show the larger part, and a partial sum would read as the whole.
+The fused RNN operator keeps most of what its backward needs (every time step's gates and states)
+in operator state, its reserve space, which the graph does not show: each RNN node its backward
+reads adds that reserve, sized by tbd.analysis.memory.mxnet_rnn from the node's attributes and its
+data input's inferred shape [T, N, I], for the implementation MXNet picks in this process
+(`rnn_implementation`: MXNet's own CPU kernels, oneDNN, or cuDNN, whose reserve has no published
+formula: null with that reason). oneDNN allocates its workspace itself, so MXNet's storage counter
+never sees that part; the native reserve is an NDArray the counter does see.
 Bytes = elements x dtype size from the graph's own shape and type inference for the inputs of the
 block's call. A step's figure is the sum over its calls of hybridized blocks (each call's kept
 tensors live until its backward runs), the model and the hybridized loss blocks alike.
@@ -32,12 +36,15 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
+from tbd.analysis.memory.mxnet_rnn import RnnCall, reserve_bytes
+from tbd.core.errors import TbdError
 from tbd.profilers.mxnet.shapes import flat_arrays
 
 #: Backward reads of these (op, input position) are shape-only: MXNet keeps no buffer for them.
@@ -48,6 +55,13 @@ VIEWS = frozenset({"Reshape", "reshape", "Flatten", "flatten", "expand_dims", "s
                    "BlockGrad", "stop_gradient", "_identity_with_attr_like_rhs", "reshape_like"})
 #: Backward ops of operators that keep what their backward needs in operator state, not graph outputs.
 OPAQUE_STATE = {"_backward_RNN": "RNN"}
+#: Where each implementation's reserve formula comes from (tbd.analysis.memory.mxnet_rnn gives them).
+RESERVE_SOURCES = {
+    "native": "MXNet 1.9.1 GetRNNReserveSpaceSize (src/operator/rnn-inl.h), an NDArray in MXNet's storage",
+    "onednn": ("oneDNN v2.4.4's RNN training workspace (rnn_utils set_workspace_sizes/set_offsets) per fused "
+               "group plus the groups' intermediate outputs; oneDNN allocates the workspace itself, outside "
+               "MXNet's storage, so MXNet's storage counter does not see it"),
+}
 #: Hidden outputs whose size is known from the op's inputs: BatchNorm's saved mean and var are [C].
 _BATCHNORM_SAVED = {1, 2}
 
@@ -159,10 +173,6 @@ def block_feature_maps(mx: Any, block: Any, data: dict[str, tuple], ctx: Any) ->
     exe = out.bind(ctx, [lazy(s, t) for s, t in zip(arg_shapes, arg_types)], args_grad=grads, grad_req=req,
                    aux_states=[lazy(s, t) for s, t in zip(aux_shapes, aux_types)])
     reads = backward_reads(exe.debug_str(), set(names))
-    opaque = sorted({OPAQUE_STATE[r[0]] for r in reads if r[0] in OPAQUE_STATE})
-    if opaque:
-        return _null(f"{block.name}: its {', '.join(opaque)} operator(s) keep their activations for the backward "
-                     "in operator state (reserve space), which the graph does not show or size")
     internals = out.get_internals()
     _, out_shapes, _ = internals.infer_shape_partial(**shapes)
     _, out_types, _ = internals.infer_type_partial(**{k: v for k, v in types.items()
@@ -170,9 +180,88 @@ def block_feature_maps(mx: Any, block: Any, data: dict[str, tuple], ctx: Any) ->
     outputs = internals.list_outputs()
     shape_of = dict(zip(outputs, out_shapes or [None] * len(outputs)))
     dtype_of = dict(zip(outputs, out_types or [None] * len(outputs)))
+    # Outputs with their own names (RNN's "state", "statecell": "<node>_state_output") also go under
+    # "<node>_output<index>", the key feature_map_bytes looks up: internals' heads follow list_outputs.
+    inner = json.loads(internals.tojson())
+    for (node_id, index, *_), key in zip(inner["heads"], outputs):
+        alias = f"{inner['nodes'][node_id]['name']}_output{index}"
+        shape_of.setdefault(alias, shape_of.get(key))
+        dtype_of.setdefault(alias, dtype_of.get(key))
     shape_of.update(zip(args, arg_shapes))
     dtype_of.update(zip(args, arg_types))
-    return feature_map_bytes(nodes, kept_entries(nodes, reads), shape_of, dtype_of)
+    result = feature_map_bytes(nodes, kept_entries(nodes, reads), shape_of, dtype_of)
+    if any(r[0] in OPAQUE_STATE for r in reads):
+        calls = rnn_calls(nodes, shape_of, dtype_of)
+        reserve, why = rnn_reserve(calls, rnn_implementation(mx, ctx, calls))
+        if reserve is None:
+            return _null(f"{block.name}: {why}")
+        result = add_reserve(result, reserve, why)
+    return result
+
+
+def rnn_calls(nodes: list[dict], shape_of: dict[str, Any], dtype_of: dict[str, Any]) -> list[RnnCall | str]:
+    """Each RNN node of the forward graph as an RnnCall (attributes, data input [T, N, I] from shape inference),
+    or a string saying why it cannot be sized."""
+    out: list[RnnCall | str] = []
+    for node in (n for n in nodes if n["op"] == "RNN"):
+        attrs, (src, index, *_) = node.get("attrs", {}), node["inputs"][0]
+        producer = nodes[src]
+        keys = [producer["name"]] if producer["op"] == "null" else (
+            ([f"{producer['name']}_output"] if index == 0 else []) + [f"{producer['name']}_output{index}"])
+        key = next((k for k in keys if k in shape_of), keys[0])
+        shape, dtype = shape_of.get(key), dtype_of.get(key)
+        if not shape or len(shape) != 3 or any(d <= 0 for d in shape) or dtype is None:
+            out.append(f"{node['name']}: its data input's shape is unknown ({key}: {shape})")
+            continue
+        projection = attrs.get("projection_size", "None")
+        try:
+            out.append(RnnCall(mode=attrs["mode"], num_layers=int(attrs.get("num_layers", "1")),
+                               state_size=int(attrs["state_size"]),
+                               bidirectional=attrs.get("bidirectional", "False") in ("True", "1", "true"),
+                               seq_len=int(shape[0]), batch=int(shape[1]), input_size=int(shape[2]),
+                               dtype_bytes=int(np.dtype(dtype).itemsize),
+                               projection_size=0 if projection in ("None", "", None) else int(projection)))
+        except (KeyError, ValueError) as exc:
+            out.append(f"{node['name']}: attribute {exc} missing or unreadable")
+    return out
+
+
+def rnn_implementation(mx: Any, ctx: Any, calls: list) -> str:
+    """Which RNN kernels MXNet 1.9 runs here: "cudnn" on a GPU; on the CPU "onednn" when MXNet is built with
+    oneDNN, MXNET_USE_MKLDNN_RNN is not 0 and every call is float32 without projection (SupportMKLDNNRnn,
+    src/operator/nn/mkldnn/mkldnn_rnn-inl.h), else "native"."""
+    if getattr(ctx, "device_type", "cpu") == "gpu":
+        return "cudnn"
+    try:
+        wanted = int(os.environ.get("MXNET_USE_MKLDNN_RNN", "1")) != 0
+    except ValueError:
+        wanted = True
+    simple = all(isinstance(c, RnnCall) and c.dtype_bytes == 4 and not c.projection_size for c in calls)
+    return "onednn" if wanted and simple and mx.runtime.Features().is_enabled("MKLDNN") else "native"
+
+
+def rnn_reserve(calls: list[RnnCall | str], implementation: str) -> tuple[int | None, str]:
+    """(Σ reserve bytes of the calls, what it is) or (None, why not)."""
+    unknown = [c for c in calls if isinstance(c, str)]
+    if unknown:
+        return None, "; ".join(unknown)
+    if implementation == "cudnn":
+        return None, ("its RNN operator(s) run with cuDNN, which sizes their reserve space itself "
+                      "(cudnnGetRNNTrainingReserveSize) with no published formula, and the graph does not show it")
+    try:
+        total = sum(reserve_bytes(c, implementation) or 0 for c in calls)
+    except TbdError as exc:
+        return None, f"the RNN reserve space cannot be sized: {exc}"
+    return total, implementation
+
+
+def add_reserve(result: dict, reserve: int, implementation: str) -> dict:
+    """A feature_map_bytes result with the RNN reserve space added (by_op["RNN reserve"], "reserve")."""
+    if result["bytes"] is None:
+        return result
+    by_op = {**result["by_op"], "RNN reserve": reserve}
+    return {**result, "bytes": result["bytes"] + reserve, "by_op": dict(sorted(by_op.items())),
+            "reserve": {"bytes": reserve, "implementation": implementation}}
 
 
 class GraphCalls:
@@ -235,6 +324,7 @@ class GraphCalls:
             return {s: None for s in self.steps}, "no hybridized block: MXNet builds no graph to read the kept tensors from"
         done: dict[tuple, dict] = {}
         per_step: dict[int, int | None] = {}
+        reserve: dict[int, int] = {}
         for number, calls in self.steps.items():
             total: int | None = 0
             for index, sig in calls:
@@ -242,8 +332,10 @@ class GraphCalls:
                     done[(index, sig)] = self._one(mx, index, sig, ctx)
                 got = done[(index, sig)]["bytes"]
                 total = None if got is None or total is None else total + got
+                reserve[number] = reserve.get(number, 0) + done[(index, sig)].get("reserve", {}).get("bytes", 0)
             per_step[number] = total if calls else None
-        return per_step, _reason(list(done.values()), self.imperative, any(not c for c in self.steps.values()))
+        return per_step, _reason(list(done.values()), self.imperative, any(not c for c in self.steps.values()),
+                                 _reserve_note(per_step, reserve, done.values()))
 
     def _one(self, mx: Any, index: int, sig: tuple, ctx: Any) -> dict:
         block = self._blocks[index]
@@ -256,7 +348,18 @@ class GraphCalls:
             return _null(f"{block.name}: binding its graph failed ({str(exc).splitlines()[0][:200]})")
 
 
-def _reason(results: list[dict], imperative: int, empty_step: bool) -> str:
+def _reserve_note(per_step: dict[int, int | None], reserve: dict[int, int], results: Any) -> str | None:
+    """What the RNN reserve space adds, in the step with the most feature maps; None without one."""
+    kinds = sorted({r["reserve"]["implementation"] for r in results if r.get("reserve")})
+    sized = {k: v for k, v in per_step.items() if v is not None}
+    if not kinds or not sized:
+        return None
+    step = max(sized, key=lambda k: sized[k])
+    return (f"includes the fused RNN operators' reserve space, analytic ({reserve.get(step, 0)} B of "
+            f"{sized[step]} B in step {step}): " + "; ".join(RESERVE_SOURCES[k] for k in kinds))
+
+
+def _reason(results: list[dict], imperative: int, empty_step: bool, reserve_note: str | None = None) -> str:
     failed = [r["reason"] for r in results if r["bytes"] is None]
     if failed:
         return "; ".join(dict.fromkeys(failed))
@@ -264,6 +367,8 @@ def _reason(results: list[dict], imperative: int, empty_step: bool) -> str:
         return "a traced step made no call of a hybridized block"
     parts = ["analytic: the forward outputs MXNet's gradient graph reads (nnvm Gradient pass, the hybridized "
              "blocks' graphs), sized by its shape inference, views and shape-only reads counted once or not at all"]
+    if reserve_note:
+        parts.append(reserve_note)
     left = sorted({x for r in results for x in r.get("left_out", [])})
     if left:
         parts.append(f"leaves out {len(left)} hidden operator output(s) shape inference does not size (operator "

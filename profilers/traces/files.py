@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import stat
 import zlib
+from collections.abc import Iterator
 
 from tbd.core.errors import TraceFormatError, UsageError
 
@@ -74,6 +75,33 @@ def read_trace_bytes(path: str | os.PathLike) -> bytes:
         raise TraceFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
 
 
+def trace_blocks(path: str | os.PathLike, block_bytes: int = 1 << 22) -> Iterator[bytes]:
+    """A trace file's text as `read_trace_bytes` gives it, a block of `block_bytes` at a time, so that a
+    reader that decodes as it goes never holds a plain file's whole text (a gzip file's text comes whole,
+    as one block). Same checks, limits and errors as `read_trace_bytes`, raised when reached.
+    """
+    name = os.fspath(path)
+    try:
+        handle, _, limit = _open_regular(name)
+        with handle:
+            block = handle.read(block_bytes)
+            if block[:2] == b"\x1f\x8b":
+                raw = block + handle.read()
+                _check_size(name, len(raw), limit)
+                yield _gunzip(raw, byte_limit(len(raw)), name)
+                return
+            total = 0
+            while block:
+                total += len(block)
+                _check_size(name, total, limit)  # it grew past the limit since the stat
+                yield block
+                block = handle.read(block_bytes)
+    except (EOFError, zlib.error) as exc:
+        raise TraceFormatError(f"{name}: truncated or corrupt gzip ({exc})", hint="re-export the trace") from None
+    except OSError as exc:
+        raise TraceFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
+
+
 def file_kind(mode: int) -> str:
     """What a path that is not a regular file is, in words (its st_mode)."""
     for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -86,6 +114,21 @@ def file_kind(mode: int) -> str:
 
 def _read_regular(name: str) -> bytes:
     """The bytes of a regular file (symlinks followed) no larger than the hard cap; never opens a FIFO."""
+    handle, size, limit = _open_regular(name)
+    with handle:
+        # read(n) allocates n bytes up front: ask for the size the file has, then for any growth.
+        data = handle.read(min(size, limit) + 1)
+        if len(data) > size:  # it grew since the stat
+            data = bytearray(data)
+            while len(data) <= limit and (piece := handle.read(_CHUNK)):
+                data += piece
+    _check_size(name, len(data), limit)
+    return data
+
+
+def _open_regular(name: str):
+    """(open binary file, its size, the byte limit) of a regular file (symlinks followed) no larger than the
+    hard cap; never opens a FIFO."""
     info = os.stat(name)  # follows symlinks: a link to /dev/zero is a character device
     if not stat.S_ISREG(info.st_mode):
         raise TraceFormatError(f"{name}: {file_kind(info.st_mode)}, not a trace file",
@@ -93,18 +136,12 @@ def _read_regular(name: str) -> bytes:
     limit = byte_limit()
     _check_size(name, info.st_size, limit)
     fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as handle:
-        again = os.fstat(handle.fileno())
-        if not stat.S_ISREG(again.st_mode):  # swapped between the stat and the open
-            raise TraceFormatError(f"{name}: {file_kind(again.st_mode)}, not a trace file")
-        # read(n) allocates n bytes up front: ask for the size the file has, then for any growth.
-        data = handle.read(min(again.st_size, limit) + 1)
-        if len(data) > again.st_size:  # it grew since the stat
-            data = bytearray(data)
-            while len(data) <= limit and (piece := handle.read(_CHUNK)):
-                data += piece
-    _check_size(name, len(data), limit)
-    return data
+    handle = os.fdopen(fd, "rb")
+    again = os.fstat(handle.fileno())
+    if not stat.S_ISREG(again.st_mode):  # swapped between the stat and the open
+        handle.close()
+        raise TraceFormatError(f"{name}: {file_kind(again.st_mode)}, not a trace file")
+    return handle, again.st_size, limit
 
 
 def _check_size(name: str, size: int, limit: int) -> None:

@@ -21,7 +21,7 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
-_DOT, _ZERO = ord("."), ord("0")
+_DOT, _ZERO, _SPACE = ord("."), ord("0"), ord(" ")
 #: Longest integer part the fast paths accept: 16 digits with a leading digit at most 8 keeps
 #: the ns (x 1000) inside int64 (9.22e18).
 _MAX_INT_DIGITS = 16
@@ -53,10 +53,15 @@ def us_text_to_ns(texts: list) -> tuple[np.ndarray, np.ndarray]:
 
 def _fast_ns(texts: list, n: int) -> np.ndarray | None:
     """All n texts in Kineto's fixed-point form, or all integers: their ns; else None."""
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n)
     joined = b" ".join(texts)
     a = np.frombuffer(joined, dtype=np.uint8)
-    ends = np.cumsum(lengths + 1) - 1  # one past each text: its separator (or the end)
+    # One past each text: its separator (or the end). A number's text holds no space, so the
+    # spaces are the n - 1 separators (anything else is no number: the exact path decides).
+    ends = np.flatnonzero(a == _SPACE)
+    if len(ends) != n - 1:
+        return None
+    ends = np.append(ends, len(a))
+    lengths = np.diff(ends, prepend=-1) - 1
     # Every byte but the separators and (fixed-point) one point per text must be a digit; the
     # separators are where the lengths put them, so counting non-digits checks the rest.
     non_digits = int(np.count_nonzero((a - np.uint8(_ZERO)) > 9))

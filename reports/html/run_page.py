@@ -124,11 +124,17 @@ def _metrics(profile: Profile) -> str:
     also = ", ".join(f"{fmt_sig(v)} {printable(unit)}" for unit, v in tp.also.items())
     rows = [["Throughput", maybe(f"{fmt_sig(tp.value)} {printable(tp.unit)}", tp.value, tp.reason),
              throughput_detail(tp, also, fmt_sig, fmt_pct)],
-            _value_row("GPU busy", m.gpu_busy_pct, "union of kernel intervals / trace-window wall time"),
+            *([_value_row("GPU busy", m.gpu_busy_pct, "union of kernel intervals / trace-window wall time")]
+              if m.gpu_busy_traced_pct is None else
+              [_value_row("GPU busy", m.gpu_busy_pct, "kernel time per traced iteration / untraced iteration time "
+                          "(timing window)"),
+               _value_row("GPU busy, as traced", m.gpu_busy_traced_pct, "union of kernel intervals / traced "
+                          "wall time, which the tracer stretches on the host")]),
             _value_row("NVML utilization.gpu", m.gpu_busy_nvml_pct, "driver samples, timing window"),
             ["FLOP utilization", maybe(fmt_pct(flop.value), flop.value, flop.reason),
              f"{flop.source}: {fmt_rate(flop.flops, 'FLOP')} in {fmt_duration(flop.busy_s)} busy"
              if flop.value is not None else ""],
+            *_flop_term_rows(flop),
             ["Peak FLOP/s used (FP32)", maybe(fmt_rate(flop.peak_flops), flop.peak_flops, flop.hardware_peak_reason),
              _peak_detail(flop)],
             *_flop_gap_rows(profile, flop),
@@ -154,6 +160,27 @@ def _peak_detail(flop: FlopUtil) -> str:
         text += f"; measured GEMM ceiling {fmt_rate(flop.measured_ceiling_flops)}"
     others = [f"{printable(p)} {fmt_rate(v)}" for p, v in flop.peaks_by_precision.items() if p != "fp32"]
     return text + (f"; other precisions: {', '.join(others)}" if others else "")
+
+
+def _flop_term_rows(flop: FlopUtil) -> list[list]:
+    """The FLOP utilization's terms, as the terminal shows them: each precision's FLOPs and the peak it is held
+    to, the share above peak with the capped figure, the FLOPs of groups not listed."""
+    rows = []
+    for w in flop.by_precision:
+        at = (f"at {fmt_rate(w.peak_flops)} peak: {fmt_duration(w.seconds_at_peak)} at peak" if w.peak_flops
+              else "no peak for it: left out of the utilization")
+        rows.append([f"· {printable(w.precision) or 'precision unknown'}", num(fmt_rate(w.flops, "FLOP")),
+                     f"{fmt_pct(w.share_pct)} of the FLOPs, {at}"])
+    if flop.above_peak_flops_pct is not None:
+        capped = f"{fmt_pct(flop.value_capped_pct)} with them capped at 100 %" if flop.value_capped_pct is not None \
+            else "capped: n/a"
+        rows.append(["· above peak", num(fmt_pct(flop.above_peak_flops_pct)),
+                     f"of the FLOPs in kernel groups above their peak (Winograd, FFT: fewer operations than "
+                     f"counted); {capped}"])
+    if flop.flops_unlisted:
+        rows.append(["· not listed", num(fmt_rate(flop.flops_unlisted, "FLOP")),
+                     "in kernel groups past the profile's kernel list"])
+    return rows
 
 
 def _flop_gap_rows(profile: Profile, flop: FlopUtil) -> list[list]:

@@ -16,18 +16,21 @@ from tbd.core.profile_result import KernelRow, Profile
 #: CSV columns: the KernelRow scalars, then the flattened nested fields.
 _SCALARS = ("name", "calls", "time_s", "mean_s", "time_share_pct", "flops", "flop_source", "flops_per_s", "precision",
             "util_pct", "util_note", "bytes", "bytes_source", "intensity", "bound", "attainable_flops_per_s",
-            "roofline_pct", "bandwidth_util_pct", "roofline_note")
+            "roofline_pct", "bandwidth_util_pct", "roofline_note", "uncounted_calls", "uncounted_time_s")
 _FLAT = ("grid", "block", "registers_per_thread", "shared_memory_bytes", "occupancy_pct", "op", "op_shapes",
          "ncu_command", "measured_flops", "measured_dram_bytes")
 
 
 def kernels_json(profile: Profile, rows: list[KernelRow]) -> dict[str, Any]:
-    """The rows and both rankings, with the thresholds they were ranked by."""
+    """The rows and both rankings, with the thresholds they were ranked by (or why none), and the groups
+    neither ranking holds, their bound unknown. Always every row: --top limits the text only."""
     bw = profile.metrics.memory_bandwidth
     return {"schema": profile.schema, "kernels": [asdict(r) for r in rows],
             "low_util_kernels": [asdict(r) for r in profile.low_util_kernels],
             "low_bandwidth_kernels": [asdict(r) for r in profile.low_bandwidth_kernels],
+            "bound_unknown_kernels": [asdict(r) for r in profile.bound_unknown_kernels],
             "flop_threshold_pct": profile.metrics.flop_util_pct.kernel_average_pct,
+            "flop_threshold_reason": profile.metrics.flop_util_pct.kernel_average_reason,
             "peaks_by_precision": profile.metrics.flop_util_pct.peaks_by_precision,
             "memory_bandwidth": asdict(bw) if bw else None}
 

@@ -60,7 +60,7 @@ _OPTIONAL_TIME_COLUMNS = ("FLOP/s", "Mean", "Roof %", "Bound")
 METRICS_VAR = "TBD_NCU_METRICS"
 #: Continuation lines of a command are indented by this much (a shell reads the spaces as separators).
 _CONTINUED = "    "
-_SOURCES = {"gpu_table": "GPU table", "measured_copy": "measured copy"}
+_SOURCES = {"gpu_table": "GPU table", "measured_copy": "measured copy", "user": "given with --memory-bandwidth"}
 
 
 def _cell_pct(value) -> str:
@@ -73,12 +73,31 @@ def _util(row: KernelRow) -> str:
     return _cell_pct(row.util_pct) + (f" {ABOVE_PEAK_MARK}" if above_peak(row) else "")
 
 
+def _over_100(value) -> bool:
+    return isinstance(value, (int, float)) and value > 100.0
+
+
+def _above_roof(row: KernelRow) -> bool:
+    """Whether the group's roofline or bandwidth share is above 100 % (its roofline_note says why)."""
+    return _over_100(row.roofline_pct) or _over_100(row.bandwidth_util_pct)
+
+
+def _roof(row: KernelRow) -> str:
+    """The Roof % cell, flagged above 100 % as Util % is above the peak."""
+    return _cell_pct(row.roofline_pct) + (f" {ABOVE_PEAK_MARK}" if _over_100(row.roofline_pct) else "")
+
+
+def _bw(row: KernelRow) -> str:
+    """The BW % cell, flagged above 100 %."""
+    return _cell_pct(row.bandwidth_util_pct) + (f" {ABOVE_PEAK_MARK}" if _over_100(row.bandwidth_util_pct) else "")
+
+
 #: The time table's columns before Name, left to right, and how each row fills them.
 _TIME_COLUMNS: dict[str, Callable[[KernelRow], str]] = {
     "Calls": lambda r: fmt_count(r.calls), "Time": lambda r: fmt_duration(r.time_s),
     "Mean": lambda r: fmt_duration(r.mean_s), "Time %": lambda r: _cell_pct(r.time_share_pct),
     "FLOP/s": lambda r: fmt_rate(r.flops_per_s), "Util %": _util, "Bound": lambda r: printable(r.bound or NA),
-    "Roof %": lambda r: _cell_pct(r.roofline_pct)}
+    "Roof %": _roof}
 
 
 def _fit_columns(console: Console, build: Callable[[list[str], list[str]], Table], names: list[str],
@@ -126,6 +145,10 @@ def time_table(console: Console, profile: Profile, top: int) -> list[RenderableT
         legend.append((ABOVE_PEAK_MARK, "above its precision's peak: a fast algorithm (Winograd, FFT) does fewer "
                                         "operations than the direct count, or the precision or peak is misdetected; "
                                         "not in the threshold"))
+    if "Roof %" not in dropped and any(_above_roof(r) and not above_peak(r) for r in rows):
+        legend.append((f"Roof % {ABOVE_PEAK_MARK}", "above the memory bandwidth: the estimated bytes exceed what DRAM "
+                                                    "moves in the time, so part came from cache (L2), e.g. an input "
+                                                    "that is an expanded view; not in the threshold"))
     if "Bound" not in dropped:
         legend.append(("Bound", "compute or memory on this device's roofline (bytes: inputs read + outputs written "
                                 "once, an estimate)"))
@@ -137,21 +160,25 @@ def time_table(console: Console, profile: Profile, top: int) -> list[RenderableT
 
 def rankings(console: Console, profile: Profile, top: int) -> list[RenderableType]:
     """Both rankings, `top` rows each: the compute-bound groups below the average FLOP utilization (the
-    paper's Table V), then the memory-bound ones below the average bandwidth utilization."""
+    paper's Table V), then the memory-bound ones below the average bandwidth utilization; then, apart, the
+    groups whose bound is unknown, which neither ranking can judge."""
     noun = kernel_noun(profile)
     compute = _ranking(console, profile.low_util_kernels[:top], len(profile.low_util_kernels),
                        f"Compute-bound {noun} below the average FLOP utilization (the paper's Table V)",
                        _flop_threshold(profile), "Util %", _util)
     memory = _ranking(console, profile.low_bandwidth_kernels[:top], len(profile.low_bandwidth_kernels),
                       f"Memory-bound {noun} below the average bandwidth utilization",
-                      _bandwidth_threshold(profile, noun), "BW %", lambda r: _cell_pct(r.bandwidth_util_pct))
-    return [*compute, Text(""), *memory]
+                      _bandwidth_threshold(profile, noun), "BW %", _bw)
+    unknown = _bound_unknown(console, profile.bound_unknown_kernels[:top], len(profile.bound_unknown_kernels), noun)
+    return [*compute, Text(""), *memory, *([Text(""), *unknown] if unknown else [])]
 
 
 def _flop_threshold(profile: Profile) -> str:
     flop = profile.metrics.flop_util_pct
     if flop.kernel_average_pct is None:
-        return f"{NA} ({printable(flop.reason or 'no peak')})"
+        # Without a peak, the FLOP utilization's own reason names the fix (--peak-flops, a GPU table row).
+        why = flop.reason if flop.peak_flops is None and flop.reason else flop.kernel_average_reason
+        return f"{NA} ({printable(why or flop.reason or 'no peak')})"
     return f"{fmt_pct(flop.kernel_average_pct)}, the busy-time-weighted average FLOP utilization"
 
 
@@ -162,8 +189,35 @@ def _bandwidth_threshold(profile: Profile, noun: str) -> str:
     if bw.value is None:
         return f"{NA} ({printable(bw.reason or 'memory bandwidth unknown')})"
     if bw.kernel_average_pct is None:
-        return f"{NA} (no memory-bound {noun} with known bytes)"
+        return f"{NA} ({printable(bw.kernel_average_reason or f'no memory-bound {noun} with known bytes')})"
     return f"{fmt_pct(bw.kernel_average_pct)} of {fmt_bandwidth(bw.value)}, the average of the memory-bound {noun}"
+
+
+def _bound_unknown(console: Console, rows: Sequence[KernelRow], listed: int, noun: str) -> list[RenderableType]:
+    """The groups neither ranking can judge, their bound unknown: share, utilization, and why (a key into the
+    reasons under the table, each said once)."""
+    if not rows:
+        return []
+    keys: dict[str, str] = {}
+    for row in rows:
+        keys.setdefault(printable(row.roofline_note or "unknown"), chr(ord("a") + len(keys)) if len(keys) < 26
+                        else str(len(keys) + 1))
+
+    def build(names: list[str], dropped: list[str]) -> Table:
+        table = _kernel_table()
+        for h in ("#", "Time %", "Util %", "Why"):
+            table.add_column(h, justify="left" if h == "Why" else "right")
+        table.add_column("Name", no_wrap=True, overflow="ellipsis")
+        for i, (row, name) in enumerate(zip(rows, names), 1):
+            table.add_row(Text(str(i)), Text(_cell_pct(row.time_share_pct)), Text(_util(row)),
+                          Text(keys[printable(row.roofline_note or "unknown")]), Text(name))
+        return table
+
+    table, _ = _fit_columns(console, build, [r.name for r in rows], ())
+    caption = Text(f"{len(rows)} of {listed}, longest first: neither compute- nor memory-bound can be told, so "
+                   "neither ranking holds them.", style="dim")
+    return [Text(f"{noun.capitalize()} whose bound is unknown", style="bold"), table, caption,
+            legend_grid([(key, reason) for reason, key in keys.items()])]
 
 
 def _ranking(console: Console, rows: Sequence[KernelRow], ranked: int, title: str, threshold: str,
@@ -388,6 +442,8 @@ def _detail_items(row: KernelRow) -> list[tuple[str, str]]:
               ("roofline", f"{row.bound}-bound; attainable {fmt_rate(row.attainable_flops_per_s)}; achieved "
                            f"{fmt_pct(row.roofline_pct)} of it" if row.bound else
                f"{NA} ({printable(row.roofline_note or 'unknown')})")]
+    if row.bound and row.roofline_note:  # a share above 100 %: why
+        items.append(("  why", printable(row.roofline_note)))
     if row.measured:
         items.append(("measured", printable(_measured_text(row.measured))))
     if isinstance(row.ncu, dict):

@@ -34,10 +34,15 @@ COMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with a bad argument reported as tbd reports every error: one line, exit code 2."""
+    """argparse, with a bad argument reported as tbd reports every error: one line, exit code 2.
+
+    main() prints "tbd: error: " first, so the line names the subcommand only ("tbd: error: analyze:
+    argument --top: ..."), never tbd twice.
+    """
 
     def error(self, message: str):
-        raise UsageError(f"{self.prog}: {message}", hint=f"see `{self.prog} --help`")
+        command = self.prog.split(" ", 1)[1] if " " in self.prog else ""
+        raise UsageError(f"{command}: {message}" if command else message, hint=f"see `{self.prog} --help`")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -63,7 +63,7 @@ _PARTIAL_NOTE = "profile.json was never written (the tbd process stopped first):
 def load_target(target: Target, reader: str, **options: Any) -> Loaded:
     """What `target` holds, read for `reader` (ANALYZE, KERNELS, COMPARE, REPORT or API).
 
-    `options` (peak_flops, sm_clock_mhz, samples_per_step; None when not given) apply to what is
+    `options` (peak_flops, sm_clock_mhz, samples_per_step, memory_bandwidth; None when not given) apply to what is
     analysed here: a trace or a folder of them, and, for ANALYZE, a run directory.
 
     Returns:
@@ -98,11 +98,12 @@ def load_target(target: Target, reader: str, **options: Any) -> Loaded:
 
 
 def _reanalysed(target: Target, peak_flops: float | None = None, sm_clock_mhz: float | None = None,
-                samples_per_step: float | None = None) -> Profile:
+                samples_per_step: float | None = None, memory_bandwidth: float | None = None) -> Profile:
     """`tbd analyze RUN_DIR`: the run analysed again from its raw records, with the options given.
 
     --peak-flops applies: the user's FP32 peak replaces the device model's (labelled as theirs),
-    as `tbd profile --peak-flops` would have. --sm-clock-mhz applies to a GPU run (the SM model at
+    as `tbd profile --peak-flops` would have; so does --memory-bandwidth (the roofline's slope, labelled
+    as theirs). --sm-clock-mhz applies to a GPU run (the SM model at
     that clock) and is refused on a CPU run by the reader. --samples-per-step is refused: a tbd run
     knows its batch (raw/workload.json), and a second figure for it would contradict the timing
     window's own throughput.
@@ -115,7 +116,8 @@ def _reanalysed(target: Target, peak_flops: float | None = None, sm_clock_mhz: f
         # rank that cannot be read becomes a note, not this line.
         raise UsageError(f"--sm-clock-mhz does not apply to {target.path}: the run recorded no GPU (it ran on the CPU)",
                          hint="pass --peak-flops for the CPU's peak")
-    return profile_from_run_dir(target.where, peak_flops=peak_flops, sm_clock_mhz=sm_clock_mhz)
+    return profile_from_run_dir(target.where, peak_flops=peak_flops, sm_clock_mhz=sm_clock_mhz,
+                                memory_bandwidth=memory_bandwidth)
 
 
 def load_result(target: str | os.PathLike) -> Result:

@@ -19,6 +19,8 @@ from typing import Any, Callable
 from tbd.analysis import quality
 from tbd.analysis.assemble import NullReasons, ProfileInputs, WorkloadInfo, assemble_profile, iteration_log_from_steps
 from tbd.analysis.cluster import CommTimes, RankInput, cluster_summary, comm_times
+from tbd.analysis.counters import range_counters
+from tbd.analysis.data_movement import does_arithmetic
 from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.memory import mxnet as memory_mxnet
 from tbd.analysis.memory import pytorch as memory
@@ -30,8 +32,9 @@ from tbd.cli import cluster_analysis
 from tbd.core import rundir, targets
 from tbd.core.errors import ResultFormatError, TbdError, UsageError
 from tbd.core.profile_cluster import Cluster
-from tbd.core.profile_result import COMPLETE, PARTIAL, Memory, Profile
+from tbd.core.profile_result import COMPLETE, PARTIAL, Memory, Profile, Value
 from tbd.core.records import TraceRecords
+from tbd.profilers import cupti_counters
 from tbd.profilers.kineto import reader as kineto
 from tbd.profilers.kineto.comm import comm_intervals
 from tbd.profilers.mxnet import trace as mxnet_trace
@@ -49,7 +52,8 @@ def _read_kineto(path: Path, run_dir: Path) -> TraceRecords:
 
 def kineto_records(trace: kineto.KinetoTrace, source: str, recorded_by_tbd: bool = False) -> TraceRecords:
     return kineto.trace_records(trace, source=source, flops_of=op_flops, precision_of=precision_of,
-                                kernel_precisions=kernel_precisions, recorded_by_tbd=recorded_by_tbd, bytes_of=op_bytes)
+                                kernel_precisions=kernel_precisions, recorded_by_tbd=recorded_by_tbd, bytes_of=op_bytes,
+                                does_arithmetic=does_arithmetic)
 
 
 def _read_mxnet(path: Path, run_dir: Path) -> TraceRecords:
@@ -145,7 +149,7 @@ def _with_given_device(raw: _RawRun, run_dir: Path, peak_flops: float | None,
         UsageError: an option is not a finite positive number, or `sm_clock_mhz` is given for a run
             whose environment records no GPU (a CPU run has no SM clock to set).
     """
-    _check_options(peak_flops, sm_clock_mhz, None)
+    _check_options(peak_flops, sm_clock_mhz)
     spec, environment = raw.spec, raw.environment
     if peak_flops:
         spec = {**spec, "peak_flops": peak_flops}
@@ -167,17 +171,19 @@ def _framework(name: str) -> _Framework:
 
 def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = None,
                          extra_notes: list[str] | None = None, peak_flops: float | None = None,
-                         sm_clock_mhz: float | None = None) -> Profile:
+                         sm_clock_mhz: float | None = None, memory_bandwidth: float | None = None) -> Profile:
     """Build the Profile from what the runner wrote; a missing later stage makes it partial.
 
     A multi-process run's folder (records in ranks/rank-K) gives its cluster profile.
     `peak_flops` and `sm_clock_mhz` (`tbd analyze RUN_DIR --peak-flops/--sm-clock-mhz`) replace
-    what the run recorded, as `_with_given_device` says.
+    what the run recorded, as `_with_given_device` says; `memory_bandwidth` (bytes/s,
+    `--memory-bandwidth`) replaces the GPU table's or the measured one, labelled as the user's.
     """
     run_dir = Path(run_dir)
     if cluster_analysis.is_cluster_run(run_dir):
         return cluster_profile_from_run_dir(run_dir, status=status, extra_notes=extra_notes, peak_flops=peak_flops,
-                                            sm_clock_mhz=sm_clock_mhz)
+                                            sm_clock_mhz=sm_clock_mhz, memory_bandwidth=memory_bandwidth)
+    _check_options(memory_bandwidth=memory_bandwidth)
     raw = _with_given_device(_read_run_dir(run_dir), run_dir, peak_flops, sm_clock_mhz)
     framework = _framework(raw.spec.get("framework", "pytorch"))
     trace_path = rundir.find_trace(run_dir)
@@ -199,7 +205,7 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
         trace=trace, memory=framework.memory(raw.memory, trace, raw.memory_cross_check),
         peaks=device_peak_model(raw.environment, device_kind, quality.best_ceiling(raw.gemm, raw.quality),
                                 raw.spec.get("peak_flops")), status=final,
-        bandwidth=device_bandwidth(raw.environment, device_kind, raw.bandwidth), notes=notes,
+        bandwidth=device_bandwidth(raw.environment, device_kind, raw.bandwidth, memory_bandwidth), notes=notes,
         null_reasons=NullReasons(gpu_busy_nvml=nvml_reason), quality_records=_checked_quality(raw.quality, run_dir),
         gemm=raw.gemm, provenance={"run_dir": str(run_dir), "trace": trace_path.name if trace else None,
                                    "flop_counting": "analytic formulas over recorded op shapes (analysis/flops/ops.py)"}))
@@ -207,34 +213,74 @@ def profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = Non
 
 def cluster_profile_from_run_dir(run_dir: str | os.PathLike, *, status: str | None = None,
                                  extra_notes: list[str] | None = None, write_ranks: bool = False,
-                                 peak_flops: float | None = None, sm_clock_mhz: float | None = None) -> Profile:
+                                 peak_flops: float | None = None, sm_clock_mhz: float | None = None,
+                                 memory_bandwidth: float | None = None) -> Profile:
     """A multi-process run's profile (cluster_analysis.py), each rank's folder read as a run directory
-    (with `peak_flops` and `sm_clock_mhz`, as `profile_from_run_dir`)."""
-    read_rank = functools.partial(profile_from_run_dir, peak_flops=peak_flops, sm_clock_mhz=sm_clock_mhz)
+    (with `peak_flops`, `sm_clock_mhz` and `memory_bandwidth`, as `profile_from_run_dir`)."""
+    read_rank = functools.partial(profile_from_run_dir, peak_flops=peak_flops, sm_clock_mhz=sm_clock_mhz,
+                                  memory_bandwidth=memory_bandwidth)
     return cluster_analysis.cluster_profile(Path(run_dir), read_rank=read_rank,
                                            comm_of=comm_times_from_trace, load=load_profile, status=status,
                                            extra_notes=extra_notes, write_ranks=write_ranks)
 
 
 def profile_from_trace(path: str | os.PathLike, *, peak_flops: float | None = None,
-                       sm_clock_mhz: float | None = None, samples_per_step: float | None = None) -> Profile:
+                       sm_clock_mhz: float | None = None, samples_per_step: float | None = None,
+                       memory_bandwidth: float | None = None) -> Profile:
     """Analyse a PyTorch/Kineto trace that tbd did not record.
 
     The trace says nothing about the device's clock, the batch or the host's CPU counters: those
-    figures are null with a reason unless given (`peak_flops`, `sm_clock_mhz`, `samples_per_step`).
+    figures are null with a reason unless given (`peak_flops`, `sm_clock_mhz`, `samples_per_step`);
+    `memory_bandwidth` (bytes/s) replaces the GPU table's, labelled as the user's.
 
     Raises:
         UsageError: an option given is not a finite positive number.
         TraceFormatError: the trace cannot be read (profilers.kineto.reader says which).
     """
-    _check_options(peak_flops, sm_clock_mhz, samples_per_step)
-    return profile_of_kineto(kineto.read_trace_file(path), Path(path), peak_flops=peak_flops,
-                              sm_clock_mhz=sm_clock_mhz, samples_per_step=samples_per_step)
+    _check_options(peak_flops, sm_clock_mhz, samples_per_step, memory_bandwidth)
+    raw = kineto.read_trace_file(path)
+    profile = profile_of_kineto(raw, Path(path), peak_flops=peak_flops, sm_clock_mhz=sm_clock_mhz,
+                                samples_per_step=samples_per_step, memory_bandwidth=memory_bandwidth)
+    return with_range_counters(profile, raw, Path(path))
+
+
+#: Why a CUPTI range-profiler trace has no GPU busy time or FLOP utilization (profilers.cupti_counters).
+_NO_KERNEL_TIMES = ("a CUPTI range-profiler trace records no kernel times (Kineto replays each kernel to count "
+                    "and writes no kernel events)")
+
+
+def with_range_counters(profile: Profile, raw: kineto.KinetoTrace, path: Path) -> Profile:
+    """`profile` with the trace's CUPTI range-profiler counters (`Profile.counters`), paired with the
+    launches and ops behind them (profilers.cupti_counters); unchanged for a trace without ranges.
+
+    A range-profiler trace (no kernel events: `kineto.range_profiled`) has no kernel times, so its GPU
+    busy time and FLOP utilization are null, saying why; its measured FLOPs are in `counters`."""
+    if kineto.RANGE_PROFILER_CATEGORY not in raw.categories:
+        return profile
+    counters = cupti_counters.read_cupti_counters(path, required=False)
+    if not counters.ranges:
+        return profile
+    ranges, pairing = cupti_counters.measured_ranges(counters, raw, flops_of=op_flops, precision_of=precision_of)
+    measured = range_counters(ranges, "cupti_range", pairing)
+    notes = [f"{measured.ranges} CUPTI counter ranges: measured FLOPs per kernel launch and per op in `counters`; "
+             f"{measured.paired} paired with kernel launches, {pairing}"]
+    if measured.unpaired:
+        shown = ", ".join(clean_name(n[:60]) for n in measured.unpaired[:5])
+        more = f" and {len(measured.unpaired) - 5} more" if len(measured.unpaired) > 5 else ""
+        notes.append(f"{len(measured.unpaired)} counter ranges paired with no kernel launch (their FLOPs count in "
+                     f"the totals and per kernel, not per op): {shown}{more}")
+    metrics = profile.metrics
+    if kineto.range_profiled(raw):
+        metrics = replace(metrics, gpu_busy_pct=Value.null(_NO_KERNEL_TIMES),
+                          flop_util_pct=replace(metrics.flop_util_pct, value=None,
+                                                reason=f"{_NO_KERNEL_TIMES}; its measured FLOPs are below"))
+    return replace(profile, metrics=metrics, counters=measured, notes=[*profile.notes, *notes],
+                   provenance={**profile.provenance, "counters": "measured: CUPTI range profiler (Kineto)"})
 
 
 def profile_of_kineto(raw: kineto.KinetoTrace, path: Path, *, peak_flops: float | None = None,
                        sm_clock_mhz: float | None = None, samples_per_step: float | None = None,
-                       trace: TraceRecords | None = None) -> Profile:
+                       trace: TraceRecords | None = None, memory_bandwidth: float | None = None) -> Profile:
     trace = trace or kineto_records(raw, str(path))
     environment: dict[str, Any] = {"host": raw.metadata.get("host_name"), "cpu": None, "gpu": None, "versions": {}}
     props = _device_properties(raw.metadata)
@@ -266,7 +312,7 @@ def profile_of_kineto(raw: kineto.KinetoTrace, path: Path, *, peak_flops: float 
               "precision": "as traced", "trace": str(path)},
         environment=environment, log=log, workload=workload, cpu=None, nvml=None, trace=trace,
         memory=memory.memory_breakdown(None, trace, None), peaks=peaks, status=COMPLETE, notes=notes,
-        bandwidth=device_bandwidth(environment, trace.device_kind, None),
+        bandwidth=device_bandwidth(environment, trace.device_kind, None, memory_bandwidth),
         null_reasons=NullReasons(gpu_busy="the trace holds no GPU kernels (a CPU-only trace)",
                                  gpu_busy_nvml="NVML is sampled live by `tbd profile`; a trace does not carry it",
                                  cpu_util="a trace does not carry per-core CPU counters", throughput=no_samples),
@@ -324,10 +370,11 @@ def _small_int(value: Any, limit: int) -> int | None:
     return value if type(value) is int and 0 <= value < limit else None
 
 
-def _check_options(peak_flops: float | None, sm_clock_mhz: float | None, samples_per_step: float | None) -> None:
+def _check_options(peak_flops: float | None = None, sm_clock_mhz: float | None = None,
+                   samples_per_step: float | None = None, memory_bandwidth: float | None = None) -> None:
     """Each option given is a finite positive number (argparse's float() accepts "nan" and "-inf")."""
     for flag, value in (("--peak-flops", peak_flops), ("--sm-clock-mhz", sm_clock_mhz),
-                        ("--samples-per-step", samples_per_step)):
+                        ("--samples-per-step", samples_per_step), ("--memory-bandwidth", memory_bandwidth)):
         if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise UsageError(f"{flag} must be a positive number, got {value!r}")
 
@@ -382,7 +429,8 @@ def profiles_from_trace_folder(folder: str | os.PathLike, **options: Any) -> lis
     Each one as `profile_from_trace` with `options`, with its communication time; ordered by
     rank. The rank is the trace's `distributedInfo.rank`, else a number after "rank" in the file name.
     """
-    _check_options(options.get("peak_flops"), options.get("sm_clock_mhz"), options.get("samples_per_step"))
+    _check_options(options.get("peak_flops"), options.get("sm_clock_mhz"), options.get("samples_per_step"),
+                   options.get("memory_bandwidth"))
     folder = Path(folder)
     files = trace_files(folder)
     if not files:

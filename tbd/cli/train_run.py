@@ -24,8 +24,7 @@ import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from tbd.analysis.mlperf_runs import run_timeline
 from tbd.analysis.time_to_accuracy import olympic_verdicts, spread, summarize_runs, with_ratios
@@ -35,10 +34,13 @@ from tbd.core.tta_result import TtaResult, TtaRun, TtaSystem, TtaTable
 from tbd.models.tasks.catalog import SAMPLES_PER_STEP, TRAIN_STEP, TaskSpec
 from tbd.profilers.dawnbench.writer import write_entry
 from tbd.profilers.energy import meter_for
+from tbd.profilers.framework_hook import gpu_index
 from tbd.profilers.mlperf import scoring
 from tbd.profilers.mlperf.log import read_log
 from tbd.profilers.mlperf.writer import RunLog
-from tbd.profilers.pytorch.hook import resolve_device
+
+if TYPE_CHECKING:
+    import torch
 
 SYSTEM = "local"
 #: MLPerf Training drops this many runs at each end of the olympic mean (all benchmarks but unet3d).
@@ -73,7 +75,7 @@ def train(options: TrainOptions, progress: Callable[[str], None] | None = None) 
     runs: list[TtaRun] = []
     latencies: list[float] = []
     interrupted = False
-    device = resolve_device(torch, options.device)
+    device = _device(options.device)
     for i in range(options.runs):
         if progress is not None:
             progress(f"run {i + 1} of {options.runs}")
@@ -132,8 +134,20 @@ def _profiled(options: TrainOptions, device: torch.device) -> Profiled:
     return Profiled(throughput.value, throughput.spread_pct, throughput.reason)
 
 
+def _device(requested: str) -> torch.device:
+    """The torch.device `requested` names, as profilers.pytorch.hook.resolve_device. torch is imported here, not at
+    the top: every tbd command imports this module (tbd.cli.main), and torch would add ~1-2 s and ~200 MB to each."""
+    import torch
+
+    index = gpu_index(requested, torch.cuda.device_count() if torch.cuda.is_available() else 0, "PyTorch",
+                      "install a CUDA build of torch")
+    return torch.device("cpu") if index < 0 else torch.device("cuda", index)
+
+
 def _hardware(device: torch.device) -> str:
     if device.type == "cuda":
+        import torch
+
         return torch.cuda.get_device_name(device)
     return platform.processor() or platform.machine()
 

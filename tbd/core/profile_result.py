@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, TypedDict
 
 from tbd.core import field_checks as c
+from tbd.core.counters import MeasuredCounters
 from tbd.core.errors import ResultFormatError
 from tbd.core.field_checks import REQUIRED, VERSION_TAG, Amount, Count, Keys, Pct
 from tbd.core.profile_cluster import Cluster
@@ -110,6 +111,21 @@ class Quality:
 
 
 @dataclass(frozen=True)
+class PrecisionWork:
+    """The window's FLOPs in one precision and the peak they are held to (docs/profile-json.md).
+
+    Over the precisions with a peak, `seconds_at_peak` adds up to FlopUtil.value x busy_s / 100: a reader
+    redoes formula (2) from these rows alone.
+    """
+
+    precision: str  # "fp32", "tf32", "fp16", ...; "" where the trace does not tell it
+    flops: Amount
+    share_pct: Pct  # of the window's counted FLOPs
+    peak_flops: Amount | None  # null: no peak for it, so its FLOPs are left out of the utilization
+    seconds_at_peak: Amount | None  # flops / peak_flops
+
+
+@dataclass(frozen=True)
 class FlopUtil:
     """Formula (2): FLOPs in the window / (peak FLOP/s x device busy time)."""
 
@@ -130,6 +146,16 @@ class FlopUtil:
     kernel_average_pct: Pct | None = None
     peak_formula: str | None = None  # how the FP32 peak was found, in words
     peaks_by_precision: dict[str, Amount] = field(default_factory=dict)  # every peak used, FLOP/s
+    kernel_average_reason: str | None = None  # why kernel_average_pct is null (absent in older files)
+    by_precision: list[PrecisionWork] = field(default_factory=list)  # the work per precision and its peak
+    # Kernel groups above their precision's peak (a fast algorithm, Winograd or FFT, does fewer operations
+    # than the direct count): their share of the counted FLOPs, and `value` with each capped at 100 % of its
+    # peak over its time. Null when no group is above its peak.
+    above_peak_flops_pct: Pct | None = None
+    value_capped_pct: Pct | None = None
+    # FLOPs of the kernel groups past the profile's `kernels` list (it keeps the longest): with them, the
+    # listed groups' FLOPs add up to `flops`. 0 when every group is listed.
+    flops_unlisted: Amount = 0.0
 
 
 @dataclass(frozen=True)
@@ -189,6 +215,7 @@ class Bandwidth:
     # Busy-time-weighted average bandwidth utilization of the memory-bound groups with known bytes:
     # the threshold of the low-bandwidth ranking.
     kernel_average_pct: Amount | None = None
+    kernel_average_reason: str | None = None  # why kernel_average_pct is null (absent in older files)
 
 
 @dataclass(frozen=True)
@@ -201,6 +228,10 @@ class Metrics:
     memory_bytes: Memory
     no_flop_formula: NoFlopFormula | None = None
     memory_bandwidth: Bandwidth | None = None
+    # A run tbd timed: GPU busy over the traced iterations' own wall time, which the tracer stretches
+    # (gpu_busy_pct there is the kernels' time per iteration over the untraced iterations' time). None: a
+    # trace alone, where gpu_busy_pct is this figure.
+    gpu_busy_traced_pct: Value | None = None
 
 
 @dataclass(frozen=True)
@@ -228,11 +259,15 @@ class KernelRow:
     attainable_flops_per_s: Amount | None = None  # min(peak, intensity x bandwidth)
     roofline_pct: Amount | None = None  # achieved / attainable (bandwidth share for data movement)
     bandwidth_util_pct: Amount | None = None  # bytes/s over the device's memory bandwidth
-    roofline_note: str | None = None  # why bound or a share is null
+    roofline_note: str | None = None  # why bound or a share is null, or why a share is above 100 %
     launch: dict[str, Any] | None = None  # grid, block, registers_per_thread, shared_memory_bytes, ...
     ops: list[dict[str, Any]] = field(default_factory=list)  # launching ops: name, shapes, stack, share_pct
     ncu: dict[str, Any] | None = None  # command, kernel_regex, launch_skip, launch_count, nvtx_range, step
     measured: dict[str, Any] | None = None  # counters merged in: source, flops, dram_bytes, differences
+    # Calls whose FLOPs are unknown (no launching op in the trace, shapes not recorded) and their time: `flops`
+    # and `util_pct` are the counted calls'. Absent (0) when every call is counted.
+    uncounted_calls: Count = 0
+    uncounted_time_s: Amount = 0.0
 
 
 @dataclass(frozen=True)
@@ -280,12 +315,17 @@ class Profile:
     provenance: dict[str, Any] = field(default_factory=dict)
     # Memory-bound groups (data movement included) below the average bandwidth utilization.
     low_bandwidth_kernels: list[KernelRow] = field(default_factory=list)
+    # Groups whose roofline bound is unknown (bytes not derivable, a peak or the bandwidth unknown), longest
+    # first: in neither ranking, each row's roofline_note says why (absent in older files).
+    bound_unknown_kernels: list[KernelRow] = field(default_factory=list)
     # Kernel time by launching op, longest first (added in schema 2; absent in older files).
     op_groups: list[OpGroupRow] = field(default_factory=list)
     # The measurement-quality record (absent in older files, null for a trace tbd did not run).
     quality: Quality | None = None
     # The cluster summary of a multi-rank job (absent in older files and single-process runs).
     cluster: Cluster | None = None
+    # Hardware counters a trace measured (CUPTI range profiler; absent in older files and other traces).
+    counters: MeasuredCounters | None = None
     schema: Annotated[str, VERSION_TAG] = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -294,6 +334,27 @@ class Profile:
         data = {"schema": data.pop("schema"), **data}
         if data["cluster"] is None:  # one process: the key stays absent, as in files written before it
             del data["cluster"]
+        if data["counters"] is None:  # no counters measured: absent, as in files written before it
+            del data["counters"]
+        # The rankings' later keys, absent when empty or null as in files written before them (read back alike).
+        if not data["bound_unknown_kernels"]:
+            del data["bound_unknown_kernels"]
+        for block in (data["metrics"]["flop_util_pct"], data["metrics"]["memory_bandwidth"] or {}):
+            if block.get("kernel_average_reason", "") is None:
+                del block["kernel_average_reason"]
+        # Issue 27's keys, absent at their defaults as in files written before them (read back alike).
+        if data["metrics"]["gpu_busy_traced_pct"] is None:
+            del data["metrics"]["gpu_busy_traced_pct"]
+        fu = data["metrics"]["flop_util_pct"]
+        for key, default in (("by_precision", []), ("above_peak_flops_pct", None), ("value_capped_pct", None),
+                             ("flops_unlisted", 0.0)):
+            if fu.get(key) == default:
+                del fu[key]
+        for rows in (data["kernels"], data["low_util_kernels"], data["low_bandwidth_kernels"],
+                     data.get("bound_unknown_kernels") or []):
+            for row in rows:
+                if not row["uncounted_calls"]:
+                    del row["uncounted_calls"], row["uncounted_time_s"]
         return c.finite_json(data)
 
     @classmethod
@@ -317,7 +378,7 @@ def _load_profile(data: Any) -> Profile:
     if isinstance(status, str) and status not in (COMPLETE, PARTIAL):
         raise ResultFormatError(f"profile status {status[:80]!r} is neither complete nor partial")
     profile = _LOAD(data)
-    for where in ("kernels", "low_util_kernels", "low_bandwidth_kernels"):
+    for where in ("kernels", "low_util_kernels", "low_bandwidth_kernels", "bound_unknown_kernels"):
         for i, row in enumerate(getattr(profile, where)):
             if row.util_pct is not None and row.util_pct > 100.0 + c.PCT_SLACK and not row.util_note:
                 raise ResultFormatError(f"profile key '{where}[{i}].util_pct' is {row.util_pct:g} % without a "

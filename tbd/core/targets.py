@@ -105,6 +105,8 @@ _TENSORFLOW = re.compile(r'"schema"\s*:\s*"' + re.escape(rundir.TENSORFLOW_TRACE
 _KINETO = re.compile(r'"(?:schemaVersion|deviceProperties|traceEvents)"\s*:')
 # MXNet's dump: operator events of cat "operator" and processes named after device storages
 # ("cpu/0", "gpu/0", "cpu pinned/"), which Kineto never writes (profilers/mxnet/trace.py).
+# Chrome's other trace form, a bare array of events, which PyTorch 1.8's profiler wrote: its first event's keys.
+_EVENT_ARRAY = re.compile(r'^\[\s*\{\s*"(?:ph|cat|name|pid|tid|ts)"\s*:')
 _MXNET = re.compile(r'"cat"\s*:\s*"(?:operator|Device Storage)"|"name"\s*:\s*"(?:cpu|gpu)(?: pinned| shared)?/\d*"')
 # mlperf_logging writes each event as `:::MLLOG {"namespace": ..., "key": ...}`, maybe after a
 # launcher's prefix ("6: "); a document that only mentions the marker has no such line.
@@ -290,7 +292,10 @@ def _content_kind(path: Path, limit: int) -> tuple[Kind, str]:
     text = head.decode("utf-8", errors="replace").lstrip(_BOM).lstrip()
     if not text:
         return Kind.UNKNOWN, "an empty file"
-    kind = _json_kind(path, text, complete) if text.startswith("{") else _text_kind(head, text)
+    if text.startswith("{"):
+        kind = _json_kind(path, text, complete)
+    else:
+        kind = Kind.KINETO_TRACE if _EVENT_ARRAY.match(text) else _text_kind(head, text)
     if kind is None and not complete and path.name.startswith("result_") and path.name.endswith(".txt") \
             and _mllog_further_in(path):
         kind = Kind.MLPERF_LOG

@@ -10,15 +10,15 @@ import json
 from decimal import Decimal
 
 import pytest
-from testpaths import FIXTURES
+from testpaths import FIXTURES, real_trace
 
 from tbd.cli.main import main
 
 RUNS = FIXTURES / "runs"
 A_RUN, B_RUN = RUNS / "resnet50-test-cpu-b8-threads1", RUNS / "resnet50-test-cpu-b8-threads2"
 GPU = FIXTURES / "gpu"
-PT18, PT19, A100 = (GPU / "pt18_resnet50_bare_array.json.gz", GPU / "pt19_resnet50_v100.json.gz",
-                    GPU / "pt2x_a100_nccl2_fractional.json.gz")
+PT18, PT19, A100 = (real_trace("gpu/pt18_resnet50_bare_array.json.gz"), real_trace("gpu/pt19_resnet50_v100.json.gz"),
+                    real_trace("gpu/pt2x_a100_nccl2_fractional.json.gz"))
 fetched = pytest.mark.skipif(not (PT18.exists() and PT19.exists() and A100.exists()),
                              reason="real GPU traces not fetched (tests/fixtures/README.md, gpu/)")
 

@@ -165,7 +165,7 @@ def test_cuda_steps_and_window(cuda):
     assert cuda.steps == (StepSpan(1, 1000 * US, 1100 * US, 1100 * US), StepSpan(2, 1100 * US, 1180 * US, 1190 * US))
     assert (cuda.window_start_ns, cuda.window_end_ns) == (1000 * US, 1190 * US)
     assert cuda.notes == ("1 memcpy/memset events not counted as kernels or busy time",
-                          "1 kernels start outside the window and are left out")
+                          "1 kernels run wholly outside the window and are left out")
     # 15 cpu_ops; the warm-up aten::zero_ at 990 µs is outside the window.
     assert len(cuda.ops) == 14 and "ProfilerStep#1" not in cuda.ops.name.tolist()
     assert sorted(set(cuda.ops.tid.tolist())) == [100, 200]

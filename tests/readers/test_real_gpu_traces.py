@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from testpaths import FIXTURES
+from testpaths import FIXTURES, real_trace
 
 from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.precision import kernel_precisions
@@ -25,7 +25,7 @@ EXPECTED = json.loads((GPU / "expected.json").read_text())
 
 
 def _present(name: str):
-    path = GPU / name
+    path = real_trace(f"gpu/{name}")
     if not path.exists():
         pytest.skip(f"{name} not fetched (see tests/fixtures/README.md, 'gpu/')")
     return path
@@ -64,5 +64,32 @@ def test_nccl_time_is_communication_with_its_overlap():
 
 
 def test_mi250_is_not_looked_up_as_hopper():
+    """ROCm names this MI250 GCD "AMD Radeon Graphics" with a CUDA-style 9.0 (a Hopper's number): its peaks are
+    gfx90a's with 104 CUs (an MI210 or one MI250 GCD, 22.6 TFLOP/s FP32 on both datasheets), never an H100's."""
     fu = profile_from_trace(_present("pt2x_mi250_rocm62.json.gz")).metrics.flop_util_pct
-    assert fu.value is None and "AMD Radeon Graphics" in fu.reason
+    assert fu.peak_flops == 22.6e12 and "104 CUs" in fu.peak_formula and "H100" not in fu.peak_formula
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_kernel_groups_flops_add_up_to_the_headlines(name):
+    """Issue 27, item 1: a group partly counted (the same kernel launched by an op with shapes and by one the
+    trace does not link) keeps its counted calls' FLOPs, so the table and the headline agree on every trace
+    (the V100 CUDA-graph trace had 26.4 GFLOP in the headline and 75 MFLOP in its groups)."""
+    profile = profile_from_trace(_present(name))
+    fu = profile.metrics.flop_util_pct
+    listed = sum(r.flops or 0.0 for r in profile.kernels)
+    assert listed + fu.flops_unlisted == pytest.approx(fu.flops or 0.0, rel=1e-9, abs=1e-6)
+    for r in profile.kernels:
+        if r.uncounted_calls:  # a partly counted group says so, and how many of its calls are counted
+            assert f"{r.calls - r.uncounted_calls} of {r.calls} calls counted" in r.util_note
+
+
+def test_the_v100_headline_says_how_much_is_above_peak_and_the_figure_capped():
+    """Issue 27, item 3: Winograd/FFT groups above the FP32 peak, summed by hand from the groups."""
+    profile = profile_from_trace(_present("pt19_resnet50_v100.json.gz"))
+    fu = profile.metrics.flop_util_pct
+    above = [r for r in profile.kernels if r.util_pct is not None and r.util_pct > 100]
+    assert above and fu.above_peak_flops_pct == pytest.approx(100 * sum(r.flops for r in above) / fu.flops)
+    excess_s = sum((r.util_pct / 100 - 1) * (r.time_s - r.uncounted_time_s) for r in above)
+    assert fu.value_capped_pct == pytest.approx(fu.value - 100 * excess_s / fu.busy_s)
+    assert fu.value_capped_pct < 45 < fu.value  # 50.5 % counted, 44.9 % capped

@@ -85,12 +85,13 @@ def test_rocm_string_streams_and_an_unknown_amd_name(tmp_path):
          "args": {"device": 2, "stream": "0x7f00", "correlation": 117}},
     ]
     path = _write(tmp_path, events, {"deviceProperties": [
-        {"id": 0, "name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "numSms": 104,
+        {"id": 0, "name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "numSms": 60,
          "warpSize": 64}]})
     rec = _records(path)
     assert rec.kernels.stream.tolist() == [0x7F00] and device_busy_ns(rec) == 30 * US
     fu = profile_from_trace(path).metrics.flop_util_pct
-    # An MI250 reports compute capability 9.0: never looked up as a Hopper part.
+    # A gfx906 (MI50: 60 CUs) reports compute capability 9.0: never looked up as a Hopper part, and no AMD
+    # row has 60 CUs. (104 CUs would be an MI210 / MI250 GCD: tests/unit/test_gpu_table.py.)
     assert fu.value is None and "AMD Radeon Graphics" in fu.reason and "--peak-flops" in fu.reason
 
 

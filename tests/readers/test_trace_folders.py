@@ -6,7 +6,7 @@ import gzip
 import json
 
 import pytest
-from testpaths import FIXTURES
+from testpaths import FIXTURES, real_trace
 
 from tbd.cli.main import main
 from tbd.cli.run_analysis import cluster_of_ranks, comm_times_from_trace, profiles_from_trace_folder
@@ -53,7 +53,7 @@ MULTIRANK = FIXTURES / "multirank"
 EXPECTED = json.loads((MULTIRANK / "expected.json").read_text())
 
 
-HTA = MULTIRANK / "hta_sendrecv_2of128"
+HTA = real_trace("multirank/hta_sendrecv_2of128")
 needs_hta = pytest.mark.skipif(not (HTA / "rank-0.json.gz").is_file(),
                                reason="hta_sendrecv_2of128 not fetched (see tests/fixtures/README.md, 'multirank/')")
 
@@ -64,7 +64,7 @@ def _present(folder):
 
 @pytest.mark.parametrize("folder", [_present(f) for f in sorted(EXPECTED)])
 def test_comm_times_match_the_independent_recompute(folder):
-    ranks = profiles_from_trace_folder(MULTIRANK / folder)
+    ranks = profiles_from_trace_folder(real_trace(f"multirank/{folder}"))
     assert [r.trace.name for r in ranks] == sorted(EXPECTED[folder])
     for r in ranks:
         want, got = EXPECTED[folder][r.trace.name], r.comm
@@ -89,9 +89,9 @@ def test_hand_checked_nccl_share():
     want = EXPECTED["hta_sendrecv_2of128"]["rank-0.json.gz"]
     assert sorted(float(d) for d in want["comm_durations_us"]) == sorted(
         [30669, 62783, 11727, 67827, 21124, 12119, 36158, 63644, 47652, 42496])
-    comm, why = comm_times_from_trace(MULTIRANK / "hta_sendrecv_2of128" / "rank-0.json.gz")
+    comm, why = comm_times_from_trace(HTA / "rank-0.json.gz")
     assert why is None and comm.comm_s == pytest.approx(396_199e-6, rel=1e-12)
-    row = cluster_of_ranks(profiles_from_trace_folder(MULTIRANK / "hta_sendrecv_2of128")).ranks[0]
+    row = cluster_of_ranks(profiles_from_trace_folder(HTA)).ranks[0]
     assert row.comm_share_pct == pytest.approx(100 * 396_199 / 1_230_289, rel=1e-12)  # 32.2 %
     assert row.comm_s == pytest.approx(396_199e-6 / 2, rel=1e-12)  # per step, 2 steps
 
@@ -108,7 +108,7 @@ def _expected_cluster(folder):
 @needs_hta
 def test_analyze_folder_writes_and_prints_the_cluster(tmp_path, capsys):
     out = tmp_path / "ranks.json"
-    assert main(["analyze", str(MULTIRANK / "hta_sendrecv_2of128"), "--json", str(out)]) == 0
+    assert main(["analyze", str(HTA), "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     cluster = load_cluster(data["cluster"])
     straggler, lag_s, share = _expected_cluster("hta_sendrecv_2of128")

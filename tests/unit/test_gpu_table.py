@@ -40,6 +40,26 @@ REPORTED = {
     "NVIDIA B200": "NVIDIA B200",
     "NVIDIA GeForce RTX 3090": "NVIDIA GeForce RTX 3090",
     "NVIDIA GeForce RTX 4090": "NVIDIA GeForce RTX 4090",
+    "Tesla V100S-PCIE-32GB": "NVIDIA Tesla V100S PCIe 32GB",
+    "NVIDIA TITAN V": "NVIDIA TITAN V",
+    "NVIDIA GeForce RTX 2080 Ti": "NVIDIA GeForce RTX 2080 Ti",
+    "NVIDIA GeForce RTX 2080": "NVIDIA GeForce RTX 2080",
+    "NVIDIA GeForce RTX 2070": "NVIDIA GeForce RTX 2070",
+    "NVIDIA TITAN RTX": "NVIDIA TITAN RTX",
+    "NVIDIA A2": "NVIDIA A2",
+    "NVIDIA A40": "NVIDIA A40",
+    "NVIDIA RTX A6000": "NVIDIA RTX A6000",
+    "NVIDIA H200 NVL": "NVIDIA H200 NVL",
+    "NVIDIA RTX 6000 Ada Generation": "NVIDIA RTX 6000 Ada Generation",
+    "NVIDIA GeForce RTX 3080": "NVIDIA GeForce RTX 3080",
+    "NVIDIA GeForce RTX 4080": "NVIDIA GeForce RTX 4080",
+    "NVIDIA GeForce RTX 5090": "NVIDIA GeForce RTX 5090",
+    "NVIDIA GeForce RTX 5080": "NVIDIA GeForce RTX 5080",
+    "AMD Instinct MI300X VF": "AMD Instinct MI300X",  # SR-IOV guest (rocminfo / torch in public notes)
+    "AMD Instinct MI300A": "AMD Instinct MI300A",
+    "AMD Instinct MI325X": "AMD Instinct MI325X",
+    "AMD Instinct MI350X": "AMD Instinct MI350X",
+    "AMD Instinct MI355X": "AMD Instinct MI355X",
     "AMD Instinct MI100": "AMD Instinct MI100",
     "AMD Instinct MI210": "AMD Instinct MI210",
     "AMD Instinct MI250X": "AMD Instinct MI250X (one GCD)",
@@ -47,17 +67,21 @@ REPORTED = {
     "AMD Instinct MI300X": "AMD Instinct MI300X",
 }
 # Close relatives with other numbers: no row may claim them by name.
-OTHERS = ["NVIDIA A10G", "NVIDIA A40", "NVIDIA GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 4090 D",
-          "NVIDIA H200 NVL", "NVIDIA GB200", "Tesla V100S-PCIE-32GB", "NVIDIA RTX 6000 Ada Generation",
-          "NVIDIA H100"]
+OTHERS = ["NVIDIA A10G", "NVIDIA GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 4090 D", "NVIDIA GB200", "NVIDIA H100",
+          "NVIDIA GeForce RTX 2080 SUPER", "NVIDIA GeForce RTX 2070 SUPER", "NVIDIA GeForce RTX 3080 Ti",
+          "NVIDIA GeForce RTX 3080 Laptop GPU", "NVIDIA GeForce RTX 4080 SUPER", "NVIDIA GeForce RTX 5090 D",
+          "NVIDIA RTX A2000", "NVIDIA RTX A5000", "NVIDIA H800", "NVIDIA H20", "NVIDIA TITAN Xp",
+          "Quadro RTX 6000", "AMD Instinct MI308X"]
 
 # CUDA C++ Programming Guide, "Arithmetic Instructions": results per clock per SM of 32-bit and
 # 64-bit floating-point fused multiply-add; an FMA is 2 FLOPs.
-FP32_FMA_PER_CLK_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128}
+FP32_FMA_PER_CLK_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128,
+                       (12, 0): 128}
 FP64_FMA_PER_CLK_SM = {(7, 0): 32, (8, 0): 32, (9, 0): 64, (10, 0): 64}  # full-rate FP64 parts only
-# AMD ROCm microarchitecture pages (mi100/mi250/mi300.html), FLOPS/clock/CU: FP64 vector, FP32 vector,
-# FP16 matrix.
-AMD_FLOPS_PER_CLK_CU = {"gfx908": (64, 128, 1024), "gfx90a": (128, 128, 1024), "gfx942": (128, 256, 2048)}
+# AMD ROCm microarchitecture pages (mi100/mi250/mi300.html) and the CDNA 4 whitepaper (gfx950),
+# FLOPS/clock/CU: FP64 vector, FP32 vector, FP16 matrix.
+AMD_FLOPS_PER_CLK_CU = {"gfx908": (64, 128, 1024), "gfx90a": (128, 128, 1024), "gfx942": (128, 256, 2048),
+                        "gfx950": (128, 256, 4096)}
 
 
 def _within(value: float, expected: float, rel: float) -> bool:
@@ -173,10 +197,11 @@ def test_capability_shared_by_rows_with_different_peaks_is_ambiguous():
     assert spec is None and "ambiguous" in reason and "H100 NVL" in reason and "--peak-flops" in reason
 
 
-def test_amd_name_is_never_looked_up_by_capability():
+def test_amd_name_is_never_looked_up_as_an_nvidia_capability():
     # ROCm's torch reports MI250 as computeMajor 9: must not become a Hopper. 132 "SMs" would fit H100 SXM.
     spec, reason = find_gpu("AMD Instinct MI999", compute_capability=(9, 0), sm_count=132)
-    assert spec is None and "AMD Instinct MI999" in reason and "by name only" in reason
+    assert spec is None and "AMD Instinct MI999" in reason and "ROCm capability 9.0 and 132 CUs" in reason
+    assert "--peak-flops" in reason
     spec, _ = find_gpu("AMD Radeon Graphics", vendor="nvidia", compute_capability=(9, 0), sm_count=114)
     assert spec is None
 
@@ -225,3 +250,100 @@ def test_gpus_table(capsys):
     assert main(["gpus"]) == 0
     out = capsys.readouterr().out
     assert "A100" in out and "MI300X" in out and "TFLOP/s" in out
+
+
+def test_rtx_2080_ti_by_hand():
+    # Turing whitepaper appendix A: 68 SMs at 1545 MHz; 13.4 TF FP32 (68 x 1545e6 x 128 = 13.45e12); FP16
+    # tensor 107.6 TF with FP16 accumulate, 53.8 with FP32 accumulate (what PyTorch runs); 616 GB/s, 11 GB.
+    row = BY_NAME["NVIDIA GeForce RTX 2080 Ti"]
+    assert row.peak_flops["fp32"] == 13.4e12 and _within(68 * 1545e6 * 128, 13.45e12, 0.001)
+    assert row.peak_flops["fp16"] == 53.8e12 and _within(68 * 1545e6 * 1024 / 2, 53.8e12, 0.001)
+    assert "bf16" not in row.peak_flops and "tf32" not in row.peak_flops  # Turing has neither
+    assert row.memory_bandwidth_bytes_per_s == 616e9 and row.memory_bytes == 11 * 2**30
+
+
+# name -> (SMs, boost MHz, FLOP/clk/SM of FP16 tensor math with FP32 accumulate), from each whitepaper:
+# GeForce at half the full rate of its generation (Turing/Ampere/Ada/Blackwell consumer 1024 -> 512).
+FP32_ACCUMULATE = {
+    "NVIDIA GeForce RTX 2080 Ti": (68, 1545, 512), "NVIDIA GeForce RTX 2080": (46, 1710, 512),
+    "NVIDIA GeForce RTX 2070": (36, 1620, 512), "NVIDIA GeForce RTX 3090": (82, 1695, 512),
+    "NVIDIA GeForce RTX 3080": (68, 1710, 512), "NVIDIA GeForce RTX 4090": (128, 2520, 512),
+    "NVIDIA GeForce RTX 4080": (76, 2505, 512), "NVIDIA GeForce RTX 5090": (170, 2407, 512),
+    "NVIDIA GeForce RTX 5080": (84, 2617, 512),
+    # full rate: TITAN RTX 130 TF, RTX A6000 154.8, RTX 6000 Ada 364.2, A40 149.7, A2 18
+    "NVIDIA TITAN RTX": (72, 1770, 1024), "NVIDIA RTX A6000": (84, 1800, 1024),
+    "NVIDIA RTX 6000 Ada Generation": (142, 2505, 1024), "NVIDIA A40": (84, 1740, 1024), "NVIDIA A2": (10, 1770, 1024),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FP32_ACCUMULATE))
+def test_fp16_peak_is_the_fp32_accumulate_rate(name):
+    sms, mhz, rate = FP32_ACCUMULATE[name]
+    row = BY_NAME[name]
+    assert (row.sm_count, row.boost_clock_mhz) == (sms, mhz)
+    assert _within(row.peak_flops["fp16"], sms * mhz * 1e6 * rate, 0.01)
+    if "bf16" in row.peak_flops:
+        assert row.peak_flops["bf16"] == row.peak_flops["fp16"]
+    if "tf32" in row.peak_flops:  # TF32 is half the FP16 rate, GeForce halving included
+        assert _within(row.peak_flops["tf32"], row.peak_flops["fp16"] / 2, 0.01)
+
+
+# deviceProperties[0] of real public traces (HTA tests/data, Kineto, TraceLens-format, tbd's H200 fixture)
+# as Kineto writes them: name, computeMajor/Minor, numSms, totalGlobalMem, warpSize -> the row found.
+TRACE_DEVICES = [
+    ("Tesla V100-SXM2-16GB", (7, 0), 80, 16945512448, 32, "NVIDIA Tesla V100 SXM2 16GB (and DGXS)"),
+    ("Tesla V100-SXM2-32GB", (7, 0), 80, 34089730048, 32, "NVIDIA Tesla V100 SXM2 32GB (and DGXS)"),
+    ("Tesla V100-DGXS-32GB", (7, 0), 80, 34084028416, 32, "NVIDIA Tesla V100 SXM2 32GB (and DGXS)"),
+    ("NVIDIA A100-SXM4-80GB", (8, 0), 108, 84990623744, 32, "NVIDIA A100-SXM4-80GB"),
+    ("NVIDIA H100 80GB HBM3", (9, 0), 132, 85018279936, 32, "NVIDIA H100 SXM5 80GB"),
+    ("NVIDIA H200", (9, 0), 132, 150109880320, 32, "NVIDIA H200 SXM 141GB"),
+    ("NVIDIA B200", (10, 0), 148, 191503138816, 32, "NVIDIA B200"),
+    ("AMD Instinct MI300X", (9, 4), 304, 206141652992, 64, "AMD Instinct MI300X"),
+    ("AMD Instinct MI350X", (9, 5), 256, 309220868096, 64, "AMD Instinct MI350X"),
+    # ROCm without its marketing-name table: HTA's MI250 trace (ROCm 6.2) and an MI300X vLLM trace.
+    ("AMD Radeon Graphics", (9, 0), 104, 68702699520, 64, "AMD Instinct MI210"),
+    ("", (9, 4), 304, 206141652992, 64, "AMD Instinct MI300X"),
+    # Meta's A100 board name (HTA's traces): not a table name; 8.0, 108 SMs and 39 GiB make it an A100 40GB.
+    ("NVIDIA A100-PG509-200", (8, 0), 108, 42297524224, 32, "NVIDIA A100-PCIE-40GB"),
+]
+
+
+@pytest.mark.parametrize("name, cc, sms, memory, warp, row", TRACE_DEVICES, ids=[d[0] or "unnamed" for d in TRACE_DEVICES])
+def test_real_trace_devices_find_their_row(name, cc, sms, memory, warp, row):
+    vendor = "amd" if warp == 64 else "nvidia"  # what tbd's trace path reads (run_analysis._device_properties)
+    spec, how = find_gpu(name, vendor=vendor, compute_capability=cc, sm_count=sms, memory_bytes=memory)
+    assert spec is BY_NAME[row], how
+
+
+def test_radeon_graphics_mi250_names_both_parts_sharing_its_peaks():
+    # An MI210 and one MI250 GCD are both 104 CUs at 1700 MHz with 64 GB at 1.6 TB/s: 22.6 vs 45.3 / 2 TF.
+    spec, how = find_gpu("AMD Radeon Graphics", vendor="amd", compute_capability=(9, 0), sm_count=104,
+                         memory_bytes=68702699520)
+    assert how.startswith("by ROCm capability 9.0 and 104 CUs and 64 GiB")
+    assert "AMD Instinct MI250 (one GCD)" in how and spec.memory_bandwidth_bytes_per_s == 1.6e12
+
+
+def test_unnamed_mi300x_and_mi325x_differ_only_by_memory():
+    common = {"vendor": "amd", "compute_capability": (9, 4), "sm_count": 304}
+    assert find_gpu(None, memory_bytes=256 * 2**30, **common)[0] is BY_NAME["AMD Instinct MI325X"]
+    spec, how = find_gpu(None, **common)  # no memory: both rows, same peaks, the first one's bandwidth
+    assert spec is BY_NAME["AMD Instinct MI300X"] and "MI325X" in how
+    spec, reason = find_gpu("AMD Radeon Graphics", vendor="amd", compute_capability=(9, 5), sm_count=256)
+    assert spec is None and "ambiguous" in reason and "MI355X" in reason  # MI350X and MI355X clocks differ
+
+
+def test_gh200_memory_picks_the_hbm_variant():
+    assert find_gpu("NVIDIA GH200 480GB")[0] is BY_NAME["NVIDIA GH200 96GB HBM3"]
+    spec, how = find_gpu("NVIDIA GH200", memory_bytes=143 * 2**30)
+    assert spec is BY_NAME["NVIDIA GH200 144GB HBM3e"] and "143 GiB" in how
+    assert spec.peak_flops == BY_NAME["NVIDIA H200 SXM 141GB"].peak_flops
+
+
+def test_unnamed_hopper_with_80_gib_is_an_h100_sxm():
+    spec, how = find_gpu(None, vendor="nvidia", compute_capability=(9, 0), sm_count=132, memory_bytes=85018279936)
+    assert spec is BY_NAME["NVIDIA H100 SXM5 80GB"] and "79 GiB" in how
+
+
+def test_the_12_gb_rtx_3080_is_not_the_10_gb_row():
+    spec, reason = find_gpu("NVIDIA GeForce RTX 3080", compute_capability=(8, 6), sm_count=70)
+    assert spec is None and "68 SMs" in reason and "70" in reason

@@ -16,7 +16,7 @@ import string
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from testpaths import FIXTURES
+from testpaths import FIXTURES, TRACE_FOLDERS
 
 from tbd.core.errors import UsageError
 from tbd.reports.kernels.short_names import CUT_AFTER, ELLIPSIS, cut_name, kernel_name_forms, short_kernel_name
@@ -288,7 +288,7 @@ def assert_cut_at_boundaries(name: str, out: str) -> None:
 
 def _fixture_kernel_names() -> list[str]:
     names: set[str] = set()
-    for path in sorted(FIXTURES.glob("*.json*")) + sorted((FIXTURES / "gpu").glob("*.json.gz")):
+    for path in sorted(FIXTURES.glob("*.json*")) + sorted(p for base in TRACE_FOLDERS for p in (base / "gpu").glob("*.json.gz")):
         opener = gzip.open if path.suffix == ".gz" else open
         try:
             with opener(path, "rt", encoding="utf-8") as f:

@@ -13,14 +13,14 @@ from dataclasses import replace
 
 import pytest
 from test_reports import NCU_METRICS, cpu_profile, cuda_profile
-from testpaths import FIXTURES
+from testpaths import real_trace
 
 from tbd.core.profile_result import Profile
 from tbd.reports.kernels.export import kernels_json
 from tbd.reports.kernels.tables import METRICS_VAR, render_kernel_detail, render_kernel_report
 from tbd.reports.terminal import render_profile
 
-V100_TRACE = FIXTURES / "gpu" / "pt19_resnet50_v100.json.gz"  # gitignored: fetched by hand, absent in CI
+V100_TRACE = real_trace("gpu/pt19_resnet50_v100.json.gz")  # not committed: tests/fixtures/gpu or shared/traces/gpu
 #: A stand-in for ncu: prints each argument NUL-terminated, each command ending in \x01.
 _ECHO_NCU = 'ncu() { printf "%s\\0" "$@"; printf "\\1"; }\n'
 

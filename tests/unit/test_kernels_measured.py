@@ -218,9 +218,10 @@ def test_cupti_ranges_merge_into_the_kernel_groups_by_name(trace_path):
 def test_a_range_profiler_trace_through_the_cli_says_its_ranges_have_no_kernels_to_merge_into():
     data = json.loads(_kernels(str(CUPTI), "--json"))
     assert all(r["measured"] is None for r in data["kernels"])
-    assert data["notes"] == ["5 CUPTI counter ranges not merged: no kernel group of the trace matches them (a "
-                             "range-profiler trace records no kernels of its own); measure with ncu"]
-    assert "note: 5 CUPTI counter ranges not merged" in _kernels(str(CUPTI))
+    assert data["notes"] == ["5 CUPTI counter ranges: a range-profiler trace records no kernels of its own, so no "
+                             "kernel group holds them; `tbd analyze` shows them per range, kernel and launching op "
+                             "(\"Measured counters\")"]
+    assert "note: 5 CUPTI counter ranges: a range-profiler trace" in _kernels(str(CUPTI))
 
 
 def test_both_demanglers_names_read_alike():

@@ -368,3 +368,129 @@ def test_profile_json_memory_sources_load_and_older_files_without_them():
     d["metrics"]["memory_bytes"]["sources"] = {"feature_maps": 3}
     with pytest.raises(ResultFormatError, match="memory_bytes.sources.feature_maps"):
         Profile.from_dict(d)
+
+
+def _storage_allocations(dump) -> tuple[list[int], int]:
+    """(each allocation's bytes, the counter's peak rise over its first level) from MXNet's "Device Storage"
+    counter events for cpu/0, read here with json alone (independent of tbd's trace reader)."""
+    import json
+
+    events = json.loads(dump.read_text())["traceEvents"]
+    values = [next(iter(e["args"].values())) for e in sorted(
+        (e for e in events if e.get("cat") == "Device Storage" and e.get("name") == "Memory: cpu/0"),
+        key=lambda e: e["ts"])]
+    steps = [b - a for a, b in zip([0, *values], values)]
+    return [s for s in steps if s > 0], max(values, default=0)
+
+
+def _lstm_step_under_profiler(mx, tmp_path, steps=2, profile=True):
+    """A hybridized 2-layer LSTM (H = I = 16, NTC, batch 64, 8 steps) trained `steps` times with MXNet's profiler
+    counting storage (one profiling session per process: MXNet 1.9 fails a second set_config after a dump);
+    returns (allocations, peak rise, the hook's feature maps, its reason)."""
+    from mxnet.gluon import rnn
+
+    from tbd.profilers.mxnet.hook import add_feature_maps
+    from tbd.profilers.mxnet.memory import GraphCalls
+
+    net = rnn.LSTM(16, 2, layout="NTC", input_size=16)
+    net.initialize(ctx=mx.cpu())
+    net.hybridize()
+    x = mx.nd.ones((64, 8, 16))
+    _train_once(mx, net, x)  # builds the cached graph; storage made here is not in the counter
+    calls = GraphCalls([net], lambda: [x])
+    dump = tmp_path / "dump.json"
+    if profile:
+        mx.profiler.set_config(profile_imperative=True, profile_symbolic=True, profile_memory=True, profile_api=False,
+                               aggregate_stats=False, continuous_dump=False, filename=str(dump))
+        mx.profiler.set_state("run")
+    for k in range(steps):
+        with calls.step(k + 1):
+            _train_once(mx, net, x)
+    if profile:
+        mx.profiler.set_state("stop")
+        mx.profiler.dump()
+    calls.close()
+    snaps = [{"step": k + 1} for k in range(steps)]
+    reason = add_feature_maps(snaps, calls, mx, mx.cpu())
+    allocations, rise = _storage_allocations(dump) if profile else ([], None)
+    return allocations, rise, [s["feature_maps_bytes"] for s in snaps], reason
+
+
+#: What the LSTM's graph keeps besides the reserve, as _backward_RNN reads it: the data swapped to TNC [8, 64, 16],
+#: the outputs y [8, 64, 16], hy and cy [2, 64, 16] each, and the packed parameters (_rnn_param_concat: per layer
+#: 4H x (I + H) weights + 2 x 4H biases = 2,176 floats, two layers), all float32.
+_LSTM_GRAPH_KEPT = (8 * 64 * 16 + 8 * 64 * 16 + 2 * 2 * 64 * 16 + 2 * (64 * 32 + 2 * 64)) * 4
+
+
+def test_native_rnn_reserve_is_one_storage_allocation_per_step(tmp_path, monkeypatch):
+    """Runs only where mxnet imports: with MXNet's own CPU RNN kernels (MXNET_USE_MKLDNN_RNN=0) the reserve
+    space is one NDArray per training forward; the analytic figure must equal that allocation exactly."""
+    mx = pytest.importorskip("mxnet")
+    monkeypatch.setenv("MXNET_USE_MKLDNN_RNN", "0")  # dmlc::GetEnv reads it at every operator call
+    allocations, rise, maps, reason = _lstm_step_under_profiler(mx, tmp_path)
+    reserve = 1 * 8 * 64 * 16 * (2 * 7 - 1) * 4  # GetRNNReserveSpaceSize: D*T*N*H*(7L-1) float32 = 425,984 B
+    assert allocations.count(reserve) == 2  # once per traced step, exactly this size
+    assert "(425984 B of" in reason and "GetRNNReserveSpaceSize" in reason
+    assert maps == [reserve + _LSTM_GRAPH_KEPT] * 2
+    # What the counter saw rise (two steps, each freed before the next) holds all of one step's maps: the
+    # rest of the rise is the operator's workspace (GetRNNWorkspaceSize: 48,128 floats = 192,512 B), the
+    # gradients of the activations and the loss.
+    assert maps[0] <= rise
+
+
+def test_onednn_rnn_reserve_is_its_workspace(tmp_path, monkeypatch):
+    """Runs only where mxnet imports and has oneDNN (the pip wheels): the default CPU path keeps oneDNN's
+    workspace, which oneDNN allocates itself (MXNet's storage counter never sees it: the reason says so;
+    the next test checks the size against oneDNN's own allocation)."""
+    mx = pytest.importorskip("mxnet")
+    if not mx.runtime.Features().is_enabled("MKLDNN"):
+        pytest.skip("this MXNet build has no oneDNN")
+    monkeypatch.delenv("MXNET_USE_MKLDNN_RNN", raising=False)
+    _, _, maps, reason = _lstm_step_under_profiler(mx, tmp_path, profile=False)
+    workspace = (1024 * 64 + 1024 * 16 + 7 * 1728 * 16) * 4  # test_mxnet_rnn_reserve.py works it out: 1,101,824 B
+    assert "outside MXNet's storage" in reason and f"({workspace} B of" in reason
+    assert maps == [workspace + _LSTM_GRAPH_KEPT] * 2
+
+
+def test_onednn_workspace_formula_equals_onednns_allocation(tmp_path):
+    """Runs only where mxnet (with oneDNN) imports and a C compiler exists: a 20-line LD_PRELOAD shim logs every
+    posix_memalign of 64 KiB or more while one training forward runs; oneDNN's workspace is one of them."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    mx = pytest.importorskip("mxnet")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or not mx.runtime.Features().is_enabled("MKLDNN"):
+        pytest.skip("needs a C compiler and MXNet with oneDNN")
+    (tmp_path / "shim.c").write_text(
+        "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+        "static int (*real)(void **, size_t, size_t);\n"
+        "int posix_memalign(void **p, size_t a, size_t s) {\n"
+        "  if (!real) real = dlsym(RTLD_NEXT, \"posix_memalign\");\n"
+        "  if (s >= 65536 && getenv(\"SHIM_ON\")) fprintf(stderr, \"ALLOC %zu\\n\", s);\n"
+        "  return real(p, a, s);\n}\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "shim.so"), str(tmp_path / "shim.c"), "-ldl"],
+                   check=True)
+    script = (
+        "import os, sys\nimport mxnet as mx\nfrom mxnet import autograd\nfrom mxnet.gluon import rnn\n"
+        "mode, layers, h, i, t, n = sys.argv[1], *map(int, sys.argv[2:])\n"
+        "cls = {'lstm': rnn.LSTM, 'gru': rnn.GRU, 'rnn_tanh': rnn.RNN}[mode]\n"
+        "net = cls(h, layers, layout='TNC', input_size=i); net.initialize()\n"
+        "x = mx.nd.ones((t, n, i)); x.attach_grad()\n"
+        "with autograd.record(): y = net(x)\n"
+        "y.backward(); mx.nd.waitall()\n"
+        "os.environ['SHIM_ON'] = '1'\n"
+        "with autograd.record(): y = net(x)\n"
+        "mx.nd.waitall()\n")
+    env = {**os.environ, "LD_PRELOAD": str(tmp_path / "shim.so"), "OMP_NUM_THREADS": "1"}
+    env.pop("MXNET_USE_MKLDNN_RNN", None)
+    # (mode, L, H, I, T, N) -> workspace bytes worked out by hand in test_mxnet_rnn_reserve.py
+    for args, workspace in ((("lstm", 2, 16, 16, 8, 64), 1_101_824), (("rnn_tanh", 3, 48, 48, 7, 5), 204_800),
+                            (("gru", 2, 64, 32, 10, 64), 3_112_960)):
+        out = subprocess.run([sys.executable, "-c", script, *map(str, args)], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        sizes = [int(line.split()[1]) for line in out.stderr.splitlines() if line.startswith("ALLOC ")]
+        assert workspace in sizes, (args, sizes)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from testpaths import FIXTURES
+from testpaths import real_trace
 
 from tbd.analysis import drilldown
 from tbd.analysis.assemble import ncu_target
@@ -41,7 +41,7 @@ from tbd.core.records import IterationLog
 from tbd.profilers.kineto.reader import trace_records
 from tbd.profilers.traces.names import MAX_NAME_CHARS, clean_name
 
-V100_TRACE = FIXTURES / "gpu" / "pt19_resnet50_v100.json.gz"
+V100_TRACE = real_trace("gpu/pt19_resnet50_v100.json.gz")
 
 
 @dataclass(frozen=True)

@@ -289,6 +289,18 @@ def test_broadcasting_reads_each_operand_once_and_writes_the_broadcast():
     assert op_bytes(out) == (32 + 3) * F + 96 * F  # add.out: the out tensor is the write
 
 
+def test_a_broadcast_div_reads_each_input_in_its_own_shape_not_the_outputs():
+    # The issue-27 case (mean's backward divides by the count): 32x2048x1x1 over 32x2048x7x7 reads
+    # 65,536 + 3,211,264 elements and writes 3,211,264, never 2 x 3,211,264 reads.
+    small, full = 32 * 2048, 32 * 2048 * 7 * 7
+    assert op_bytes(_op("aten::div", [32, 2048, 1, 1], [32, 2048, 7, 7])) == (small + full) * F + full * F
+    # As PyTorch 1.9 records it: the expanded view in the output's shape, the Scalar 49 typed "Int" with no
+    # value (a kernel argument, no traffic), or wrapped as a 0-d int64 tensor (one element read).
+    assert op_bytes(OpShapes("aten::div", ([32, 2048, 7, 7], []), ("float", "Int"), ("", ""))) == 2 * full * F
+    assert op_bytes(OpShapes("aten::div", ([32, 2048, 7, 7], []), ("float", "long int"), ("", ""))) == \
+        full * F + 8 + full * F
+
+
 def test_inplace_writes_self():
     assert op_bytes(_op("aten::add_", [4, 3, 8], [3, 1], "1")) == (96 + 3) * F + 96 * F
     assert op_bytes(_op("aten::relu_", [4, 8])) == 32 * F + 32 * F

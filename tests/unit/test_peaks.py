@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tbd.analysis.peaks import PeakFlops, cpu_flops_per_cycle, cpu_peak_flops, gpu_peak_flops
+from tbd.analysis.peaks import (
+    PeakFlops,
+    cpu_flops_per_cycle,
+    cpu_peak_flops,
+    device_peak_model,
+    gpu_peak_flops,
+    half_rate_fp32_accumulate,
+)
 
 
 def _close(value: float | None, expected: float, rel: float = 0.005) -> bool:
@@ -42,8 +49,8 @@ def test_h100_sxm():
 def test_consumer_ampere_and_turing_rates():
     # RTX 3090 (GA102 whitepaper): 82 SMs at 1695 MHz -> 35.6 TF FP32.
     assert _close(gpu_peak_flops((8, 6), 82, 1695e6, "fp32").value, 35.6e12)
-    # T4: 40 SMs at 1590 MHz -> 65 TF FP16 tensor, 8.1 TF FP32.
-    assert _close(gpu_peak_flops((7, 5), 40, 1590e6, "fp16").value, 65e12, rel=0.01)
+    # T4 (a datacenter part: FP32 accumulate at full rate): 40 SMs at 1590 MHz -> 65 TF FP16 tensor, 8.1 TF FP32.
+    assert _close(gpu_peak_flops((7, 5), 40, 1590e6, "fp16", "Tesla T4").value, 65e12, rel=0.01)
     assert _close(gpu_peak_flops((7, 5), 40, 1590e6, "fp32").value, 8.1e12, rel=0.01)
 
 
@@ -54,7 +61,7 @@ def test_formula_names_the_parts():
 
 
 @pytest.mark.parametrize("cc,precision", [((3, 5), "fp32"), ((7, 5), "tf32"), ((7, 0), "bf16"),
-                                          ((12, 0), "fp16"), ((9, 0), "int8")])
+                                          ((11, 0), "fp16"), ((9, 0), "int8")])
 def test_unknown_combination_is_none_with_reason(cc, precision):
     peak = gpu_peak_flops(cc, 80, 1500e6, precision)
     assert peak.value is None
@@ -97,3 +104,79 @@ def test_cpu_peak_without_clock_or_isa():
     assert hidden.value is None and hidden.reason == "CPU clock hidden by the VM"
     assert cpu_peak_flops(["mmx"], 2, 3e9).value is None
     assert cpu_peak_flops(["avx2", "fma"], 2, 3e9, "bf16").value is None
+
+
+# (name, capability, SMs, boost MHz, precision, the whitepaper's / datasheet's dense FP32-accumulate figure)
+GEFORCE_AND_WORKSTATION = [
+    # Turing whitepaper: 2080 Ti FP16 tensor 107.6 TF with FP16 accumulate, 53.8 with FP32 accumulate.
+    ("NVIDIA GeForce RTX 2080 Ti", (7, 5), 68, 1545e6, "fp16", 53.8e12),
+    # GA102 whitepaper: RTX 3090 71 TF FP16/BF16 and 35.6 TF TF32; RTX A6000 154.8 and 77.4 (full rate).
+    ("NVIDIA GeForce RTX 3090", (8, 6), 82, 1695e6, "fp16", 71e12),
+    ("NVIDIA GeForce RTX 3090", (8, 6), 82, 1695e6, "bf16", 71e12),
+    ("NVIDIA GeForce RTX 3090", (8, 6), 82, 1695e6, "tf32", 35.6e12),
+    ("NVIDIA RTX A6000", (8, 6), 84, 1800e6, "fp16", 154.8e12),
+    ("NVIDIA RTX A6000", (8, 6), 84, 1800e6, "tf32", 77.4e12),
+    # Ada whitepaper: RTX 4090 165.2 TF; RTX 6000 Ada 364.2 (full rate); L40 datasheet 181.05 (capped).
+    ("NVIDIA GeForce RTX 4090", (8, 9), 128, 2520e6, "fp16", 165.2e12),
+    ("NVIDIA RTX 6000 Ada Generation", (8, 9), 142, 2505e6, "fp16", 364.2e12),
+    ("NVIDIA L40", (8, 9), 142, 2490e6, "fp16", 181.05e12),
+    # RTX Blackwell whitepaper: RTX 5090 209.5 TF FP16 with FP32 accumulate, 104.8 TF TF32.
+    ("NVIDIA GeForce RTX 5090", (12, 0), 170, 2407e6, "fp16", 209.5e12),
+    ("NVIDIA GeForce RTX 5090", (12, 0), 170, 2407e6, "tf32", 104.8e12),
+    # TITAN RTX: 130 TF at the full rate.
+    ("NVIDIA TITAN RTX", (7, 5), 72, 1770e6, "fp16", 130e12),
+]
+
+
+@pytest.mark.parametrize("name, cc, sms, clock, precision, published", GEFORCE_AND_WORKSTATION)
+def test_sm_model_gives_the_fp32_accumulate_rate(name, cc, sms, clock, precision, published):
+    peak = gpu_peak_flops(cc, sms, clock, precision, name)
+    assert _close(peak.value, published, rel=0.01), peak.formula
+    assert "FP32 accumulate" in peak.formula
+    assert ("half rate" in peak.formula) == ("GeForce" in name or name == "NVIDIA L40")
+
+
+def test_rtx_2080_ti_fp16_is_not_the_fp16_accumulate_rate():
+    # The issue's case: 68 SMs x 1545 MHz x 1024 = 107.6 TF is FP16-accumulate; PyTorch gets 53.8.
+    peak = gpu_peak_flops((7, 5), 68, 1545e6, "fp16", "NVIDIA GeForce RTX 2080 Ti")
+    assert peak.value == 68 * 1545e6 * 512
+    assert "68 SMs x 1545 MHz x 512 FLOP/clk/SM" in peak.formula and "GeForce" in peak.formula
+
+
+def test_without_a_name_the_split_capabilities_have_no_tensor_peak():
+    for cc in ((7, 5), (8, 6), (8, 9), (12, 0)):
+        peak = gpu_peak_flops(cc, 68, 1545e6, "fp16")
+        assert peak.value is None and "GeForce" in peak.reason and "--peak-flops" in peak.reason
+        assert gpu_peak_flops(cc, 68, 1545e6, "fp32").value == 68 * 1545e6 * (128 if cc == (7, 5) else 256)
+        assert half_rate_fp32_accumulate(None, cc) is None
+    # Every part of these capabilities runs the full rate: no name needed.
+    assert _close(gpu_peak_flops((8, 0), 108, 1410e6, "fp16").value, 312e12)
+    assert half_rate_fp32_accumulate(None, (9, 0)) is False
+    assert half_rate_fp32_accumulate("NVIDIA L40S", (8, 9)) is False
+
+
+def _trace_environment(name, cc, sms, clock_hz=None, given=False):
+    """What tbd's trace path builds from Kineto's deviceProperties (no clock) and --sm-clock-mhz."""
+    gpu = {"name": name, "vendor": "nvidia", "compute_capability": list(cc), "sm_count": sms,
+           "memory_bytes": 12 * 2**30, "max_sm_clock_hz": clock_hz}
+    if given:
+        gpu["peak_clock_given"] = True
+    return {"gpu": gpu}
+
+
+def test_a_gpu_the_table_lacks_gets_no_guessed_clock():
+    # RTX 3060 (GA106, 28 SMs) is not in the table; its trace records no clock.
+    model = device_peak_model(_trace_environment("NVIDIA GeForce RTX 3060", (8, 6), 28), "cuda", None)
+    for p in ("fp32", "tf32", "fp16", "bf16"):
+        pk = model.by_precision[p]
+        assert pk.value is None and "--sm-clock-mhz" in pk.reason and "--peak-flops" in pk.reason
+        assert "NVIDIA GeForce RTX 3060" in pk.reason
+
+
+def test_sm_clock_given_for_a_gpu_the_table_lacks():
+    # --sm-clock-mhz 1777 (the 3060's boost): 28 x 1777 MHz x 256 = 12.74 TF FP32 (NVIDIA: 12.7);
+    # FP16 with FP32 accumulate on a GeForce: 28 x 1777 MHz x 512 = 25.5 TF.
+    env = _trace_environment("NVIDIA GeForce RTX 3060", (8, 6), 28, 1777e6, given=True)
+    by = device_peak_model(env, "cuda", None).by_precision
+    assert by["fp32"].value == 28 * 1777e6 * 256 and _close(by["fp32"].value, 12.74e12)
+    assert by["fp16"].value == 28 * 1777e6 * 512 and "half rate" in by["fp16"].formula

@@ -29,6 +29,7 @@ from tbd.core.profile_result import (
     Memory,
     Metrics,
     NoFlopFormula,
+    PrecisionWork,
     Profile,
     Throughput,
     Value,
@@ -198,13 +199,20 @@ def cuda_profile() -> Profile:
         throughput=Throughput(1843.2, "sentences/s", also={"tokens/s": 1843.2 * 25}),
         gpu_busy_pct=Value(87.3),
         gpu_busy_nvml_pct=Value(94.0),
+        gpu_busy_traced_pct=Value(41.6),  # the traced iterations' own wall time, which the tracer stretched
         flop_util_pct=FlopUtil(value=21.4, reason=None, source="analytic", peak_flops=peak,
                                peak_source="hardware_model", hardware_peak_flops=peak, hardware_peak_reason=None,
                                measured_ceiling_flops=51.3e12, flops=0.214 * peak * busy_s, busy_s=busy_s,
                                unattributed_busy_pct=(0.024 + 0.009) / busy_s * 100, kernel_average_pct=flop_average,
                                # the tensor-core peaks: SMs x clock x dense FLOP/clk/SM (TF32 2,048, FP16 4,096)
                                peaks_by_precision={"fp32": peak, "tf32": 132 * 1980e6 * 2048,
-                                                   "fp16": 132 * 1980e6 * 4096}),
+                                                   "fp16": 132 * 1980e6 * 4096},
+                               # every FLOP here is FP32, held to the FP32 peak: 21.4 % of the busy time at peak
+                               by_precision=[PrecisionWork("fp32", 0.214 * peak * busy_s, 100.0, peak,
+                                                           0.214 * busy_s)],
+                               # the cutlass group at 130 % of its peak over 33 ms: capped, 0.3 x 33 ms less at peak
+                               above_peak_flops_pct=100 * 1.3 * 0.033 / (0.214 * busy_s),
+                               value_capped_pct=21.4 - 100 * 0.3 * 0.033 / busy_s),
         cpu_util_pct=Value(100 / 16 * 0.99),  # one of 16 cores, 99 % busy launching kernels
         memory_bytes=memory,
         # the two rows without FLOPs: indexSelect (0.024 s, aten::index_select has no formula) and the
@@ -230,6 +238,7 @@ def cuda_profile() -> Profile:
         kernels=kernels,
         low_util_kernels=[k for k in kernels if k.bound == "compute" and not k.util_note and k.util_pct < flop_average],
         low_bandwidth_kernels=[k for k in memory_bound if k.bandwidth_util_pct < bandwidth_average],
+        bound_unknown_kernels=[k for k in kernels if k.bound is None],  # in neither ranking, listed apart
         notes=["2,412 memcpy/memset events excluded from kernels and busy time"],
     )
 
@@ -303,6 +312,7 @@ def cpu_profile() -> Profile:
         kernels=ops,
         low_util_kernels=[k for k in ops if k.bound == "compute" and k.util_pct < flop_average],
         low_bandwidth_kernels=[k for k in memory_bound if k.bandwidth_util_pct < bandwidth_average],
+        bound_unknown_kernels=[k for k in ops if k.bound is None],  # in neither ranking, listed apart
         notes=["CPU run: ops play the role of kernels; busy time is the sum of op self times"],
     )
 

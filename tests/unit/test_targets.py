@@ -181,6 +181,15 @@ def test_what_tbd_does_not_read_is_one_line_saying_what_it_is(tmp_path):
     assert "a folder with no trace files" in _unknown(FIXTURES / "multirank")  # scripts and expected.json
 
 
+def test_a_bare_array_of_events_is_a_kineto_trace_and_other_arrays_are_not(tmp_path):
+    """PyTorch 1.8's profiler wrote Chrome's array form, no "traceEvents" object around the events."""
+    bare = tmp_path / "bare.json"
+    bare.write_text('[{"ph":"X","cat":"Operator","name":"aten::empty","pid":1,"tid":"2","ts":10,"dur":7}]')
+    assert open_target(bare).kind is Kind.KINETO_TRACE
+    (tmp_path / "numbers.json").write_text("[1, 2, 3]")
+    assert "a JSON file: not a tbd profile" in _unknown(tmp_path / "numbers.json")
+
+
 def test_a_fifo_is_told_without_blocking(tmp_path):
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)

@@ -84,10 +84,14 @@ def test_ranking_rule():
     assert low[0].util_pct == pytest.approx(10.0)
 
 
-def test_group_with_one_unknown_call_has_unknown_util():
+def test_a_partly_counted_group_keeps_its_counted_calls_flops_and_their_utilization():
+    # 5 FLOPs in 10 ns at 1 GFLOP/s peak: 5e-9 s at peak over 1e-8 s = 50 %; the uncounted call's 10 ns
+    # neither dilutes it nor hides it: the group says 1 call of 2 is uncounted (issue 27, item 1).
     k = table(["k", "k"], [0, 10], [10, 10], [5.0, np.nan])
     g = group_kernels(k, utilization.kernel_util_pct(k, {"fp32": 1e9}))[0]
-    assert g.calls == 2 and np.isnan(g.flops) and np.isnan(g.util_pct)
+    assert (g.calls, g.flops, g.util_pct, g.uncounted_calls, g.uncounted_time_ns) == (2, 5.0, 50.0, 1, 10)
+    none = group_kernels(table(["k"], [0], [10], [np.nan]), np.array([np.nan]))[0]
+    assert np.isnan(none.flops) and np.isnan(none.util_pct) and none.uncounted_calls == 1
 
 
 def test_groups_tie_by_name_and_take_their_dominant_precision_and_shared_source():
@@ -95,7 +99,9 @@ def test_groups_tie_by_name_and_take_their_dominant_precision_and_shared_source(
     k = table(["b", "a", "a"], [0, 100, 200], [100, 60, 40], [1.0, 2.0, np.nan])
     k = KernelTable(**{**k.__dict__, "precision": np.array(["fp32", "fp16", "fp32"], dtype=object)})
     groups = group_kernels(k, utilization.kernel_util_pct(k, {"fp32": 1e9, "fp16": 1e9}))
-    assert [(g.name, g.precision, g.flop_source) for g in groups] == [("a", "fp16", ""), ("b", "fp32", "analytic")]
+    # "a" has one uncounted call: its counted call's source is the group's
+    assert [(g.name, g.precision, g.flop_source) for g in groups] == [("a", "fp16", "analytic"),
+                                                                       ("b", "fp32", "analytic")]
     # an exact tie in precision time goes to the first by name
     k = KernelTable(**{**k.__dict__, "dur_ns": np.array([100, 50, 50], dtype=np.int64)})
     assert group_kernels(k, utilization.kernel_util_pct(k, {"fp32": 1e9}))[0].precision == "fp16"

@@ -23,9 +23,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                          save_json=SavedJson("--out", "FILE", "also save the comparison as JSON (for `tbd report FILE "
                                                               "--html`)", example="compare.json"),
                          force="let --out replace a file already there")
-    p.add_argument("--top", type=positive_int, default=10, help="ops shown (default 10)")
+    p.add_argument("--top", type=positive_int, default=10,
+                   help="ops shown in the text (default 10); --json and --csv always hold every op")
     p.add_argument("--peak-flops", type=positive_float, default=None,
                    help="FP32 peak FLOP/s for traces that tbd did not record (as `tbd analyze --peak-flops`)")
+    p.add_argument("--memory-bandwidth", type=positive_float, default=None, metavar="BYTES_PER_S",
+                   help="memory bandwidth in bytes/s for traces that tbd did not record (as `tbd analyze "
+                        "--memory-bandwidth`)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("tbd compare needs at least two runs or traces", hint="e.g. `tbd compare runs/a runs/b`")
     check_outputs(args)  # --out FILE: not a folder, not a file already there without --force
     targets = [open_target(t) for t in args.targets]  # every path told first: a wrong one fails before any analysis
-    sides = [Side(t, load_target(target, COMPARE, peak_flops=args.peak_flops))
+    sides = [Side(t, load_target(target, COMPARE, peak_flops=args.peak_flops, memory_bandwidth=args.memory_bandwidth))
              for t, target in zip(args.targets, targets)]
     comparison = compare_profiles(sides)
     rendered = renderer_for(comparison, top=args.top)

@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="RUN_DIR|TRACE",
                    help="a tbd run directory (or its trace file) or a profile.json, or a Kineto trace (.json, "
                         ".json.gz)")
-    p.add_argument("--top", type=positive_int, default=10, help="rows shown per table (default 10)")
+    p.add_argument("--top", type=positive_int, default=10,
+                   help="rows shown per table in the text (default 10); --json and --csv always hold every group")
     p.add_argument("--kernel", metavar="REGEX", default=None,
                    help="show the kernel groups whose name matches REGEX (Python re.search) in full")
     add_output_arguments(p, json="print the rows and rankings as JSON", csv="print one CSV row per kernel group")
@@ -45,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
                 notes.append(f"{len(ranges)} CUPTI counter ranges read: {len(ranges) - unmatched} merged into kernel "
                              f"groups, {unmatched} matched no kernel group")
             else:  # Kineto's range profiler refuses to run beside kernel tracing (profilers.cupti_counters)
-                notes.append(f"{len(ranges)} CUPTI counter ranges not merged: no kernel group of the trace matches "
-                             "them (a range-profiler trace records no kernels of its own); measure with ncu")
+                notes.append(f"{len(ranges)} CUPTI counter ranges: a range-profiler trace records no kernels of "
+                             "its own, so no kernel group holds them; `tbd analyze` shows them per range, kernel "
+                             "and launching op (\"Measured counters\")")
     if args.ncu is not None:
         launches = ncu_csv.measured_launches(args.ncu)
         profile, unmatched = merged_profile(profile, launches, "ncu")

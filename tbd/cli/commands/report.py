@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run directory (or its trace file) or profile.json; sweep directory or sweep.json; or a "
                         "comparison saved by `tbd compare --out`, or a `tbd tta --out` result (a run directory without profile.json is analysed "
                         "from its raw records, marked partial)")
-    p.add_argument("--top", type=positive_int, default=10, help="kernels shown (default 10)")
+    p.add_argument("--top", type=positive_int, default=10,
+                   help="rows shown per kernel table in the text (default 10); --json and --csv always hold every row")
     add_output_arguments(
         p, json="print the result as JSON (its own schema)",
         csv="print it as CSV: a profile's figures (key, value, unit, reason), a sweep's points, a comparison's "
