@@ -68,7 +68,9 @@ def test_page_loads_clean(context, pages_dir, file_name):
 def test_run_page_shows_the_records_values(context, pages_dir):
     page, _ = _open(context, pages_dir, "run.html")
     assert page.locator("#metrics tr", has_text="Throughput").inner_text().split("\t")[1] == "1,843 sentences/s"
-    assert "n/a" not in page.locator("#metrics tr", has_text="GPU busy").inner_text()
+    busy = page.locator("#metrics tr", has_text="GPU busy")  # the run's figure, then the traced window's own
+    assert [row.split("\t")[:2] for row in busy.all_inner_texts()] == [["GPU busy", "87.3 %"],
+                                                                       ["GPU busy, as traced", "41.6 %"]]
     feature_maps = page.locator("#memory tr", has_text="feature maps").first
     assert feature_maps.inner_text().split("\t")[1:3] == ["3.00 GiB", "3,221,225,472"]
     assert page.get_by_text("ampere_sgemm_128x128_tn").first.is_visible()
