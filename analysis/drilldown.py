@@ -7,6 +7,7 @@ Pure: a KernelTable and the group of each row in, plain records out. Groups are
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -142,8 +143,7 @@ def _launch(kernels: KernelTable, rows: np.ndarray) -> LaunchConfig | None:
     smem = kernels.shared_memory[rows] if kernels.shared_memory is not None else np.full(len(rows), -1)
     if (grid < 0).all() and (block < 0).all() and (regs < 0).all():
         return None
-    keys = [tuple(r) for r in np.column_stack([grid, block, regs, smem]).tolist()]
-    key_code, configs = factorize(keys)
+    key_code, configs = _configs(np.column_stack([grid, block, regs, smem]))
     w = _weights(kernels, rows)
     per = np.bincount(key_code, weights=w, minlength=len(configs))
     best = int(np.argmax(per))
@@ -156,6 +156,27 @@ def _launch(kernels: KernelTable, rows: np.ndarray) -> LaunchConfig | None:
     return LaunchConfig(grid=tuple(g) if min(g) >= 0 else None, block=tuple(b) if min(b) >= 0 else None,
                         registers_per_thread=r if r >= 0 else None, shared_memory_bytes=s if s >= 0 else None,
                         occupancy_pct=occupancy, configs=len(configs), share_pct=100.0 * per[best] / per.sum())
+
+
+def _configs(rows: np.ndarray) -> tuple[np.ndarray, list[tuple]]:
+    """`factorize` of the (n, 8) launch configurations as tuples, without a tuple per row: each row
+    packed into one int64 (every column offset by its minimum, the columns in mixed radix by their
+    spans), exact where the spans' product fits; else a tuple per row."""
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64), []
+    lo, hi = rows.min(axis=0), rows.max(axis=0)
+    spans = [int(h) - int(low) + 1 for low, h in zip(lo.tolist(), hi.tolist())]
+    if math.prod(spans) >= 1 << 63:
+        return factorize([tuple(r) for r in rows.tolist()])
+    packed = np.zeros(len(rows), dtype=np.int64)
+    for c, span in enumerate(spans):
+        packed *= span
+        packed += rows[:, c] - lo[c]  # below span: no int64 overflow
+    _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
+    seen = np.argsort(first)  # distinct configurations in first-seen order, as `factorize` numbers them
+    rank = np.empty(len(seen), dtype=np.int64)
+    rank[seen] = np.arange(len(seen))
+    return rank[inverse.reshape(-1)], [tuple(r) for r in rows[first[seen]].tolist()]
 
 
 def _ops(kernels: KernelTable, rows: np.ndarray) -> list[LaunchingOp]:

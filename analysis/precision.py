@@ -24,6 +24,7 @@ The kernel-name table and the naming conventions it reads: `analysis.kernel_fami
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 
 import numpy as np
 
@@ -186,9 +187,12 @@ def kernel_precisions(names, op_precisions, compute_capability: Cc = None) -> np
     if names.shape != ops.shape:
         raise TraceFormatError(f"{len(names)} kernel names but {len(ops)} op precisions")
     cc = _cc(compute_capability)
-    pair_code: dict[tuple, int] = {}
-    codes = np.fromiter((pair_code.setdefault(p, len(pair_code)) for p in zip(names.tolist(), ops.tolist())),
-                        dtype=np.int64, count=len(names))
+    # A dict that numbers a pair it lacks on lookup (its default is its own length): one C-level
+    # lookup per row, no Python frame per row.
+    pair_code: defaultdict = defaultdict(None)
+    pair_code.default_factory = pair_code.__len__
+    codes = np.fromiter(map(pair_code.__getitem__, zip(names.tolist(), ops.tolist())), dtype=np.int64,
+                        count=len(names))
     decided = np.empty(len(pair_code), dtype=object)
     for (name, op), code in pair_code.items():
         decided[code] = _kernel_precision(name if isinstance(name, str) else "", op if isinstance(op, str) else "",

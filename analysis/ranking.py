@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,12 +94,15 @@ def factorize(values: np.ndarray | list) -> tuple[np.ndarray, list]:
     `values` is an array or a list of any hashables (tuples included).
 
     A dict over the values, not np.unique: kernel names run to hundreds of characters, and a
-    fixed-width string copy of them to sort would cost far more than hashing each once.
+    fixed-width string copy of them to sort would cost far more than hashing each once; and one
+    C-level lookup per value, the dict numbering a value it lacks as it meets it (its default is its
+    own length).
     """
     items = values.tolist() if isinstance(values, np.ndarray) else list(values)
-    distinct = list(dict.fromkeys(items))
-    index = {v: i for i, v in enumerate(distinct)}
-    return np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items)), distinct
+    index: defaultdict = defaultdict(None)
+    index.default_factory = index.__len__
+    codes = np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))
+    return codes, list(index)
 
 
 def _dominant(group: np.ndarray, size: int, labels: np.ndarray, dur_ns: np.ndarray) -> list[str]:

@@ -212,44 +212,65 @@ def pair_frees(events: MemoryEvents) -> tuple[np.ndarray, np.ndarray]:
 
     Returns (free_idx int64, orphan bool): orphan marks frees of addresses never allocated in the
     window, i.e. blocks made before it.
+
+    Per address, in time order: a free ends the address's latest alloc when no free came between
+    them (an alloc over a still-open one means the older one's free was lost: the newer is kept);
+    otherwise it is an orphan. That is, a free pairs with the event just before it at its address
+    when that event is an alloc; events of 0 bytes take no part.
     """
     n = len(events)
     free_idx = np.full(n, -1, dtype=np.int64)
     orphan = np.zeros(n, dtype=bool)
-    open_at: dict[int, int] = {}
-    for i, (addr, b) in enumerate(zip(events.addr.tolist(), events.bytes.tolist())):
-        if b > 0:
-            open_at[addr] = i  # an alloc over a still-open one means its free was lost; keep the newest
-        elif b < 0:
-            j = open_at.pop(addr, None)
-            if j is None:
-                orphan[i] = True
-            else:
-                free_idx[j] = i
+    nbytes = np.asarray(events.bytes)
+    moved = np.flatnonzero(nbytes != 0)
+    by_addr = moved[np.argsort(np.asarray(events.addr)[moved], kind="stable")]  # each address's events in order
+    if not len(by_addr):
+        return free_idx, orphan
+    addr, sign = np.asarray(events.addr)[by_addr], nbytes[by_addr] > 0
+    frees = np.flatnonzero(~sign)
+    later = frees[frees > 0]
+    paired = later[(addr[later] == addr[later - 1]) & sign[later - 1]]
+    free_idx[by_addr[paired - 1]] = by_addr[paired]
+    orphan[by_addr[frees]] = True
+    orphan[by_addr[paired]] = False
     return free_idx, orphan
 
 
 def innermost_op_end_ns(ts_ns: np.ndarray, ops: OpTable) -> np.ndarray:
-    """End (ns) of the innermost op holding each sorted time; -1 where no op holds it."""
-    names = np.asarray(ops.name, dtype=object).tolist()
+    """End (ns) of the innermost op holding each time; -1 where no op holds it.
+
+    Innermost: of the ops whose [start, end] holds the time (`ProfilerStep#` spans excluded), the
+    one that started last; of those starting together, the shortest. Without a Python loop: only
+    the ops that hold some queried time can be an answer, and those, ordered by start (longest
+    first among equal starts), are searched for each time at once: the last op starting at or
+    before it whose end reaches it, found by skipping from there towards earlier ops blocks of
+    2^j ops whose longest end falls short (a table of block maxima per power of two).
+    """
+    ts = np.asarray(ts_ns, dtype=np.int64)
+    out = np.full(len(ts), -1, dtype=np.int64)
+    starts, ends = np.asarray(ops.start_ns, dtype=np.int64), np.asarray(ops.end_ns, dtype=np.int64)
+    if not len(ts) or not len(starts):
+        return out
+    sorted_ts = np.sort(ts)
+    first = np.minimum(np.searchsorted(sorted_ts, starts, side="left"), len(ts) - 1)  # the first time >= start
+    held = np.flatnonzero((sorted_ts[first] >= starts) & (sorted_ts[first] <= ends))
+    names = np.asarray(ops.name, dtype=object)[held].tolist()
     is_op = {n: not str(n).startswith("ProfilerStep#") for n in set(names)}  # once per distinct name
-    keep = np.fromiter(map(is_op.__getitem__, names), dtype=bool, count=len(names))
-    starts, ends = np.asarray(ops.start_ns)[keep], np.asarray(ops.end_ns)[keep]
-    order = np.lexsort((-ends, starts))  # by start; a parent before a child that starts with it
-    starts, ends = starts[order].tolist(), ends[order].tolist()
-    out = np.full(len(ts_ns), -1, dtype=np.int64)
-    stack: list[int] = []
-    k = 0
-    for i, t in enumerate(np.asarray(ts_ns).tolist()):
-        while k < len(starts) and starts[k] <= t:
-            stack.append(k)
-            k += 1
-        # Ops popped here ended before t, and t only grows, so they are done for good; the top is
-        # then the latest-starting op still open.
-        while stack and ends[stack[-1]] < t:
-            stack.pop()
-        if stack:
-            out[i] = ends[stack[-1]]
+    held = held[np.fromiter(map(is_op.__getitem__, names), dtype=bool, count=len(names))]
+    order = np.lexsort((-ends[held], starts[held]))  # by start; a parent before a child that starts with it
+    starts, ends = starts[held][order], ends[held][order]
+    pos = np.searchsorted(starts, ts, side="right")  # the ops [0, pos) start at or before each time
+    block_max = [ends]  # block_max[j][i]: the latest end of the ops i .. i + 2^j - 1
+    while (2 << (len(block_max) - 1)) <= len(ends):
+        half = 1 << (len(block_max) - 1)
+        block_max.append(np.maximum(block_max[-1][:-half], block_max[-1][half:]))
+    for j in range(len(block_max) - 1, -1, -1):  # skip, largest blocks first, the ops that end before the time
+        size = 1 << j
+        at = np.flatnonzero(pos >= size)
+        at = at[block_max[j][pos[at] - size] < ts[at]]
+        pos[at] -= size
+    found = np.flatnonzero(pos)
+    out[found] = ends[pos[found] - 1]
     return out
 
 

@@ -10,6 +10,7 @@ through map); Python runs once per distinct name, thread or signature. What is s
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import islice
 from operator import attrgetter
 from typing import Any
 
@@ -31,7 +32,7 @@ from tbd.profilers.kineto.completion import uses_sequence
 from tbd.profilers.kineto.values import INT64, UINT64, as_int, dim3_column, percent_column
 from tbd.profilers.traces.events import DUR_MAX_NS, TIME_MAX_NS, TIME_MIN_NS, step_number
 from tbd.profilers.traces.names import clean_name, quoted
-from tbd.profilers.traces.times import us_text_to_ns
+from tbd.profilers.traces.times import fast_us_text_to_ns, us_text_to_ns
 
 TRACE_HINT = "export it with torch.profiler's export_chrome_trace (or on_trace_ready=tensorboard_trace_handler)"
 
@@ -115,13 +116,15 @@ class ColumnBuilder:
         # Tables that number a new key as they meet it (`_numbering`): key -> code.
         self.name_codes: dict = _numbering()
         self.step_of_name: list[int | None] = []  # name code -> N of "ProfilerStep#N", else None
+        self.step_table = np.zeros(0, dtype=np.int64)  # the same, -1 for None, as an array
         self.shape_codes: dict = _numbering()  # the three shape arguments' JSON text, joined -> code
-        self.signature_codes: dict = {}  # (name code << 32 | shape code) -> signature code
+        self.signature_codes: dict = _numbering()  # (name code << 32 | shape code) -> signature code
         self.pid_codes: dict = _numbering()
         self.tid_codes: dict = _numbering()
         self.thread_keys = _ThreadKeys(self.pid_codes, self.tid_codes)
         self.stack_codes: dict = _numbering(None)  # "Call stack" text -> code; 0: none
         self.uses_sequence: list[bool] = []  # name code -> its ops' sequence numbers are read
+        self.sequence_table = np.zeros(0, dtype=bool)  # the same as an array
         self.parts: dict[str, list] = {}
         self.copies = 0
         self.categories: set = set()
@@ -140,7 +143,7 @@ class ColumnBuilder:
         self.copies += len(copies)
         op_names = self._names(ops)
         step = self._step_numbers(op_names) >= 0
-        steps = [ev for ev, s in zip(ops, step.tolist()) if s]
+        steps = [ops[i] for i in np.flatnonzero(step).tolist()]
         marked = self._names(annotations)
         marked_step = (self._step_numbers(marked) >= 0).tolist()
         steps += [ev for ev, s in zip(annotations, marked_step) if s]
@@ -182,14 +185,15 @@ class ColumnBuilder:
 
     def _names(self, events: list[Event]) -> np.ndarray:
         codes = self._codes(self.name_codes, list(map(_NAME, events)))
-        for name in list(self.name_codes)[len(self.step_of_name):]:
-            self.step_of_name.append(step_number(name) if isinstance(name, str) else None)
+        if len(self.name_codes) > len(self.step_of_name):  # new names: Python once per distinct name
+            for name in islice(self.name_codes, len(self.step_of_name), None):
+                self.step_of_name.append(step_number(name) if isinstance(name, str) else None)
+            self.step_table = np.array([-1 if n is None else n for n in self.step_of_name], dtype=np.int64)
         return codes
 
     def _step_numbers(self, name_codes: np.ndarray) -> np.ndarray:
-        """N of each "ProfilerStep#N" name, -1 for every other name."""
-        table = np.array([-1 if n is None else n for n in self.step_of_name], dtype=np.int64)
-        return table[name_codes] if name_codes.size else np.zeros(0, dtype=np.int64)
+        """N of each "ProfilerStep#N" name, -1 for every other name (codes from `_names`)."""
+        return self.step_table[name_codes] if name_codes.size else np.zeros(0, dtype=np.int64)
 
     def _threads(self, events: list[Event]) -> np.ndarray:
         """One int64 key per (pid, tid) pair: the pair's codes side by side (pids and tids may be strings)."""
@@ -210,6 +214,19 @@ class ColumnBuilder:
             raise TraceFormatError(f"{self.source}: malformed or out-of-range {what} event {field} {quoted(bad, 40)}",
                                    hint=TRACE_HINT)
         return self._clamped(ns) if field == "dur" else ns
+
+    def _spans(self, events: list[Event], what: str) -> tuple[np.ndarray, np.ndarray]:
+        """(start, dur) of `_times` for "ts" and "dur" at once: one conversion of both columns' texts in
+        the common case (every text in one fast form and in range), else one `_times` call per field."""
+        texts = list(map(_TS, events))
+        texts += map(_DUR, events)
+        ns = fast_us_text_to_ns(texts) if None not in texts else None
+        if ns is not None:
+            n = len(events)
+            start, dur = ns[:n], ns[n:]
+            if _in_range(start, _TRUE, "ts")[1].all() and _in_range(dur, _TRUE, "dur")[1].all():
+                return start, self._clamped(dur)
+        return self._times(events, "ts", what), self._times(events, "dur", what)
 
     def _clamped(self, dur: np.ndarray) -> np.ndarray:
         negative = int(np.count_nonzero(dur < 0))
@@ -243,7 +260,7 @@ class ColumnBuilder:
     def _ops(self, ops: list[Event], names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if not ops:
             return _NO_SPAN
-        start, dur = self._times(ops, "ts", "cpu_op"), self._times(ops, "dur", "cpu_op")
+        start, dur = self._spans(ops, "cpu_op")
         self._put("op.name", names)
         self._put("op.start", start)
         self._put("op.dur", dur)
@@ -260,10 +277,12 @@ class ColumnBuilder:
     def _sequences(self, args: list[EventArgs], names: np.ndarray) -> np.ndarray:
         """Autograd sequence numbers (-1 none), read only for the ops whose name uses them
         (`kineto.completion.uses_sequence`): a per-op read of every op would cost a tenth of the decoding."""
-        for name in list(self.name_codes)[len(self.uses_sequence):]:
-            self.uses_sequence.append(isinstance(name, str) and uses_sequence(name))
+        if len(self.name_codes) > len(self.uses_sequence):
+            for name in islice(self.name_codes, len(self.uses_sequence), None):
+                self.uses_sequence.append(isinstance(name, str) and uses_sequence(name))
+            self.sequence_table = np.array(self.uses_sequence, dtype=bool)
         out = np.full(len(args), -1, dtype=np.int64)
-        wanted = np.flatnonzero(np.array(self.uses_sequence, dtype=bool)[names]) if len(names) else names
+        wanted = np.flatnonzero(self.sequence_table[names]) if len(names) else names
         if len(wanted):
             out[wanted] = self._ints([args[i].sequence for i in wanted.tolist()])
         return out
@@ -272,11 +291,7 @@ class ColumnBuilder:
         """Signature code per op: its name code with the code of its three shape arguments' text."""
         shapes = self._codes(self.shape_codes, list(map(b"\0".join, map(_SHAPES, args)))).astype(np.int64)
         keys, inverse = np.unique((names.astype(np.int64) << 32) | shapes, return_inverse=True)
-        table = self.signature_codes
-        for key in keys.tolist():
-            if key not in table:
-                table[key] = len(table)
-        return np.array([table[key] for key in keys.tolist()], dtype=np.int32)[inverse.reshape(-1)]
+        return self._codes(self.signature_codes, keys.tolist())[inverse.reshape(-1)]
 
     def _python(self, frames: list[Event]) -> tuple[np.ndarray, np.ndarray]:
         """python_function frames (with_stack=True), read leniently: a frame without readable times is skipped."""
@@ -297,7 +312,7 @@ class ColumnBuilder:
     def _steps(self, steps: list[Event]) -> tuple[np.ndarray, np.ndarray]:
         if not steps:
             return _NO_SPAN
-        start, dur = self._times(steps, "ts", "ProfilerStep"), self._times(steps, "dur", "ProfilerStep")
+        start, dur = self._spans(steps, "ProfilerStep")
         self._put("step.number", self._step_numbers(self._names(steps)))
         self._put("step.start", start)
         self._put("step.dur", dur)
@@ -305,7 +320,7 @@ class ColumnBuilder:
 
     def _launches(self, launches: list[Event]) -> tuple[np.ndarray, np.ndarray]:
         events = [ev for ev in launches if ev.ts is not None] if None in map(_TS, launches) else launches
-        start, end, ok = _lenient_times(events)
+        start, end, ok = _lenient_times(events, all_x=True)
         args = list(map(_ARGS, launches))
         if None not in args and events is launches and ok.all():  # the common case: every time read once
             correlation = list(map(_CORRELATION, args))
@@ -332,7 +347,7 @@ class ColumnBuilder:
         args = list(map(_ARGS, kernels))
         if None in args:
             args = [NO_ARGS if a is None else a for a in args]
-        start, dur = self._times(kernels, "ts", "kernel"), self._times(kernels, "dur", "kernel")
+        start, dur = self._spans(kernels, "kernel")
         self._put("kernel.name", self._names(kernels))
         self._put("kernel.start", start)
         self._put("kernel.dur", dur)
@@ -475,11 +490,24 @@ def _numbering(*first) -> defaultdict:
     table.default_factory = table.__len__
     return table
 _INT_OR_NONE = {int, type(None)}
+_TRUE = np.True_  # `_in_range`'s ok for values read
 
 
-def _lenient_times(events: list[Event]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _lenient_times(events: list[Event], all_x: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, ok) ns of events whose "ts" is not None: ok False where "ts" is unreadable; an
-    unreadable or negative "dur" (or an event that is not "X") ends where it starts."""
+    unreadable or negative "dur" (or an event that is not "X") ends where it starts.
+
+    all_x: every event is an "X" event; then, when every "dur" is there too, both columns' texts are
+    converted in one call where they can be (`fast_us_text_to_ns`), with the same result."""
+    if all_x:
+        texts = list(map(_TS, events))
+        texts += map(_DUR, events)
+        ns = fast_us_text_to_ns(texts) if None not in texts else None
+        if ns is not None:
+            n = len(events)
+            start, ok = _in_range(ns[:n], _TRUE, "ts")
+            dur, dur_ok = _in_range(ns[n:], _TRUE, "dur")
+            return start, start + np.where(dur_ok, np.maximum(dur, 0), 0), ok
     start, ok = _in_range(*us_text_to_ns(list(map(_TS, events))), "ts")
     end = start.copy()
     with_dur = [i for i, ev in enumerate(events) if ev.dur is not None and ev.ph == "X"]

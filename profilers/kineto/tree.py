@@ -73,25 +73,34 @@ def _depths(parent: np.ndarray) -> np.ndarray:
 def latest_above(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, threshold: np.ndarray) -> np.ndarray:
     """For each query q: the largest j with lo[q] <= j <= hi[q] and values[j] > threshold[q]; -1 if none.
 
-    Vectorised over the queries with a sparse table of running maxima (level k holds the max of
-    the 2^k values ending at each index): from the largest block down, each query skips a block
-    that lies inside its range and holds nothing above its threshold, so it skips exactly the run
-    of values at or below the threshold that ends at hi. O((n + queries) log n) time, n log n memory.
+    A query whose values[hi] is above its threshold has its answer at once (an op's first child,
+    a launch inside the latest op). The others are searched together with a sparse table of
+    block maxima (level k holds the max of the 2^k values starting at each index): from the
+    largest block down, each query skips a block that lies inside its range and holds nothing
+    above its threshold, so it skips exactly the run of values at or below the threshold that
+    ends at hi. O((n + queries) log n) time, n log n memory.
     """
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    out = np.full(len(hi), -1, dtype=np.int64)
+    some = np.flatnonzero(hi >= lo)  # a non-empty range
+    direct = values[hi[some]] > threshold[some]
+    out[some[direct]] = hi[some[direct]]
+    rest = some[~direct]
+    if not rest.size:
+        return out
     n = len(values)
-    levels = [values]
+    levels = [values]  # levels[k][i]: the max of values[i .. i + 2^k - 1] (a block is only read whole)
     while (1 << len(levels)) <= n:
-        prev, step = levels[-1], 1 << (len(levels) - 1)
-        level = prev.copy()
-        np.maximum(prev[step:], prev[:-step], out=level[step:])
-        levels.append(level)
-    p = np.asarray(hi, dtype=np.int64).copy()
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.maximum(prev[:-half], prev[half:]))
+    p, low, limit = hi[rest] - 1, lo[rest], threshold[rest]  # hi itself is at or below the threshold
     for k in range(len(levels) - 1, -1, -1):
         size = 1 << k
-        inside = np.flatnonzero(p - size + 1 >= lo)
-        skip = inside[levels[k][p[inside]] <= threshold[inside]]
+        inside = np.flatnonzero(p - size + 1 >= low)
+        skip = inside[levels[k][p[inside] - size + 1] <= limit[inside]]
         p[skip] -= size
-    return np.where(p >= lo, p, -1)
+    out[rest] = np.where(p >= low, p, -1)
+    return out
 
 
 def enclosing_ops(tree: OpTree, thread: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
