@@ -46,9 +46,16 @@ def busy_per_untraced_iteration_pct(busy_ns: int, traced_iterations: int, timing
     return 100.0 * (busy_ns / traced_iterations) / (timing_window_ns / timing_iterations)
 
 
+def row_peaks(kernels: KernelTable, peak_flops_by_precision: dict[str, float]) -> np.ndarray:
+    """Per row, the peak FLOP/s of its precision (NaN where none): one dict lookup per row, in C."""
+    precisions = kernels.precision.tolist()
+    table = {p: float(peak_flops_by_precision.get(p, np.nan)) for p in set(precisions)}
+    return np.fromiter(map(table.__getitem__, precisions), dtype=np.float64, count=len(precisions))
+
+
 def kernel_util_pct(kernels: KernelTable, peak_flops_by_precision: dict[str, float]) -> np.ndarray:
     """Per-row FLOP utilization: flops / (peak for the row's precision x duration) x 100; NaN if unknown."""
-    peaks = np.array([peak_flops_by_precision.get(p, np.nan) for p in kernels.precision], dtype=np.float64)
+    peaks = row_peaks(kernels, peak_flops_by_precision)
     seconds = kernels.dur_ns.astype(np.float64) / 1e9
     with np.errstate(divide="ignore", invalid="ignore"):
         util = 100.0 * kernels.flops / (peaks * seconds)
@@ -60,7 +67,7 @@ def kernel_util_pct(kernels: KernelTable, peak_flops_by_precision: dict[str, flo
 
 def peak_seconds(kernels: KernelTable, peak_flops_by_precision: dict[str, float]) -> float:
     """Seconds the device would need at peak for the rows' known FLOPs, each at its own precision's peak."""
-    peaks = np.array([peak_flops_by_precision.get(p, np.nan) for p in kernels.precision], dtype=np.float64)
+    peaks = row_peaks(kernels, peak_flops_by_precision)
     known = np.isfinite(kernels.flops) & np.isfinite(peaks) & (peaks > 0)
     return float((kernels.flops[known] / peaks[known]).sum())
 

@@ -281,7 +281,8 @@ def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: 
     launched = launch_op >= 0
     root = formula_roots(tree, sig.has_formula[tree.signature])
     kroot = np.where(launched, root[np.maximum(launch_op, 0)], -1) if len(tree) else np.full(len(launch_op), -1)
-    carries = does_arithmetic(names[k.name]) if does_arithmetic is not None and len(k.name) else None
+    # Asked once per distinct name (the trace's name table), then taken per kernel by its name's code.
+    carries = does_arithmetic(names)[k.name] if does_arithmetic is not None and len(k.name) else None
     flops = split_flops(sig.flops[tree.signature], kroot, k.dur_ns, carries)
     rooted = kroot >= 0
     # The row's op: its formula root, else the launching op, else none.
