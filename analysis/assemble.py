@@ -271,7 +271,7 @@ def with_group_terms(fu: FlopUtil, tables: kernel_rows.KernelTables, busy_ns: in
                                                 fu.value if fu.value is not None else float("nan"))
     if fu.value is None and fu.reason and fu.reason.startswith(ABOVE_PEAK_OVERALL) and fu.flops and busy_ns:
         # Above 100 % overall: the capped figure is still a bound worth giving, if it is one.
-        counted = 100.0 * utilization.peak_seconds_of_groups(tables.groups) / (busy_ns / 1e9)
+        counted = 100.0 * flop_terms.peak_seconds_of_groups(tables.groups) / (busy_ns / 1e9)
         share, capped = flop_terms.above_peak_terms(tables.groups, fu.flops, busy_ns, counted)
     capped = capped if capped is not None and 0.0 <= capped <= 100.0 else None
     return replace(fu, above_peak_flops_pct=kernel_rows.finite_or_none(share), value_capped_pct=capped,
@@ -382,7 +382,7 @@ def assemble_profile(inputs: ProfileInputs) -> Profile:
     tables = kernel_tables(trace, util_rows, peaks, bw_value, inputs.kernel_rows_shown, ncu_target(spec, log))
     fu = replace(fu, kernel_average_pct=kernel_rows.finite_or_none(tables.flop_threshold_pct),
                  kernel_average_reason=tables.flop_threshold_reason)
-    fu = with_group_terms(fu, tables, utilization.device_busy_ns(trace) if trace is not None else 0)
+    fu = with_group_terms(fu, tables, round((fu.busy_s or 0.0) * 1e9))  # busy time as flop_util measured it
     if log is not None and log.stable is False and not log.from_trace:  # None: --warmup, not checked
         notes.append("NOT STABLE: the stable phase was never reached; figures cover an unsteady run")
     if log is not None and log.from_trace:

@@ -31,6 +31,12 @@ def work_by_precision(kernels: KernelTable, peaks_used: dict[str, float]) -> lis
     return sorted(out, key=lambda w: (-w.flops, w.precision))
 
 
+def peak_seconds_of_groups(groups: list[KernelGroup]) -> float:
+    """Seconds at peak of kernel groups: each group's utilization x its counted time."""
+    return float(sum(g.util_pct / 100.0 * (g.time_ns - g.uncounted_time_ns) / 1e9 for g in groups
+                     if np.isfinite(g.util_pct)))
+
+
 def above_peak_terms(groups: list[KernelGroup], flops: float, busy_ns: int,
                      value_pct: float) -> tuple[float | None, float | None]:
     """(share % of the counted FLOPs in groups above their peak, `value_pct` with those groups capped at 100 %

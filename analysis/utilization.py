@@ -72,12 +72,6 @@ def peak_seconds(kernels: KernelTable, peak_flops_by_precision: dict[str, float]
     return float((kernels.flops[known] / peaks[known]).sum())
 
 
-def peak_seconds_of_groups(groups) -> float:
-    """Seconds at peak of kernel groups (ranking.KernelGroup): each group's utilization x its counted time."""
-    return float(sum(g.util_pct / 100.0 * (g.time_ns - g.uncounted_time_ns) / 1e9 for g in groups
-                     if np.isfinite(g.util_pct)))
-
-
 def flop_util_pct(kernels: KernelTable, busy_ns: int, peak_flops_by_precision: dict[str, float]) -> float:
     """Formula (2) over the window: FLOPs / (peak x busy time) x 100.
 

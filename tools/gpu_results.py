@@ -73,6 +73,7 @@ def recompute_busy(run: Path) -> dict | None:
     first, last = log["timing_window"]
     iteration_us = log["timing_window_ns"] / (last - first + 1) / 1e3
     return {"steps": len(steps), "busy_ms_per_step": busy / len(steps) / 1e3, "iteration_ms": iteration_us / 1e3,
+            "window_ms": (hi - lo) / 1e3,
             "busy_pct": 100 * busy / len(steps) / iteration_us, "traced_pct": 100 * busy / (hi - lo)}
 
 
