@@ -10,7 +10,17 @@ from typing import Any
 
 import numpy as np
 
-from tbd.analysis import flop_gaps, flop_terms, kernel_rows, op_groups, quality, ranking, stability, utilization
+from tbd.analysis import (
+    flop_gaps,
+    flop_terms,
+    idle_time,
+    kernel_rows,
+    op_groups,
+    quality,
+    ranking,
+    stability,
+    utilization,
+)
 from tbd.analysis.peaks import PeakModel
 from tbd.core.profile_result import (
     COMPLETE,
@@ -195,6 +205,12 @@ def gpu_busy_of_run(trace: TraceRecords | None, log: IterationLog | None,
 
 
 NO_WINDOW = "the trace window has no length (every event at one instant)"
+def traced_kernels(trace: TraceRecords | None) -> bool:
+    """Whether the trace window holds CUDA kernels over a window of positive length (GPU idle time needs both)."""
+    return (trace is not None and trace.device_kind == "cuda" and len(trace.kernels) > 0
+            and trace.window_end_ns > trace.window_start_ns)
+
+
 NEVER_BUSY = "the device was never busy in the window (every kernel or op has zero duration)"
 
 
@@ -412,6 +428,7 @@ def assemble_profile(inputs: ProfileInputs) -> Profile:
         throughput=with_repeats(throughput(log, workload, why.throughput), record),
         gpu_busy_pct=busy,
         gpu_busy_traced_pct=busy_traced,
+        gpu_idle=idle_time.gpu_idle(trace) if traced_kernels(trace) else None,
         gpu_busy_nvml_pct=nvml_busy(inputs.nvml, why.gpu_busy_nvml),
         flop_util_pct=fu,
         cpu_util_pct=cpu_pct,
@@ -424,5 +441,6 @@ def assemble_profile(inputs: ProfileInputs) -> Profile:
                    metrics=metrics, kernels=tables.rows, low_util_kernels=tables.low_compute, notes=notes,
                    provenance=inputs.provenance, low_bandwidth_kernels=tables.low_memory,
                    bound_unknown_kernels=tables.bound_unknown,
+                   recoverable_kernels=tables.recoverable, recommendations=tables.recommendations,
                    op_groups=op_groups.op_groups(trace.kernels, util_rows) if trace is not None and util_rows is not None
                    else [], quality=record)

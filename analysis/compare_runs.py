@@ -6,16 +6,23 @@ Ops are matched by the op that launched the kernels (`Profile.op_groups`), becau
 differ between GPUs and libraries. Op times are per traced iteration, so runs whose trace windows
 hold different numbers of iterations compare fairly; a run with no iterations (a trace without
 ProfilerStep spans) has no per-iteration op times, and says so.
+
+Every run is named by a label (`--label`, else model, device and batch) and carries its measurement
+quality: an unreliable run says so, and a ratio of throughputs carries its 95 % interval from both
+runs' intervals (`ratio_interval`). Runs that are not the same workload (model, batch or framework
+differ; two traces launching different ops) get no speed ratio and no attribution of the gap to ops.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tbd.analysis.op_groups import NO_LAUNCH_OP
 from tbd.core.comparison import ComparedRun, Comparison, Gap, MetricComparison, OpComparison
 from tbd.core.profile_cluster import Cluster
-from tbd.core.profile_result import MEMORY_CATEGORIES, PARTIAL, Profile
+from tbd.core.profile_result import MEMORY_CATEGORIES, PARTIAL, Profile, partial_reason
 
 _LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 #: The spec keys whose difference changes what a ratio means (the device is what is being compared).
@@ -24,34 +31,81 @@ _SPEC_KEYS = ("model", "framework", "batch", "precision", "size", "threads")
 
 @dataclass(frozen=True)
 class Side:
-    """One profile to compare and where it came from (the path given)."""
+    """One profile to compare, where it came from (the path given) and its name (None: made from the profile)."""
 
     source: str
     profile: Profile
+    name: str | None = None
 
 
-def compare_profiles(sides: Sequence[Side]) -> Comparison:
+def compare_profiles(sides: Sequence[Side], notes: Sequence[str] = ()) -> Comparison:
     """Compare two or more profiles against the first.
 
     Args:
         sides: the profiles in the order given; the first is the reference.
+        notes: the caller's own notes to keep with the comparison (which peak an option set, ...).
     Returns:
         The Comparison: runs, metrics with ratios, ops by largest time delta, one Gap per later run.
     """
     if len(sides) < 2:
         raise ValueError("compare_profiles needs at least two profiles")
     profiles = [s.profile for s in sides]
-    runs = [_run(_label(i), s) for i, s in enumerate(sides)]
+    names = run_names(profiles, [s.name for s in sides], [s.source for s in sides])
+    runs = [_run(run_label(i), s, name) for i, (s, name) in enumerate(zip(sides, names))]
     iterations = [r.traced_iterations for r in runs]
-    ops = op_comparisons(profiles, iterations)
+    unlike = [None] + [not_same_workload(profiles[0], p) for p in profiles[1:]]
+    ops = op_comparisons(profiles, iterations, attributable=[u is None for u in unlike])
     metrics = metric_comparisons(profiles, ops)
-    gaps = [_gap(runs[0], runs[i], metrics, ops, i) for i in range(1, len(runs))]
+    gaps = [_gap(runs[0], runs[i], metrics, ops, i, unlike[i]) for i in range(1, len(runs))]
     return Comparison(runs=runs, metrics=metrics, ops=ops, gaps=gaps, differences=differences(profiles),
-                      notes=_notes(runs, profiles))
+                      notes=[*notes, *_notes(runs, profiles)])
 
 
-def _label(i: int) -> str:
+def run_label(i: int) -> str:
+    """The letter of the i-th run (0-based): A, B, ..., Z, then R27, R28, ..."""
     return _LABELS[i] if i < len(_LABELS) else f"R{i + 1}"
+
+
+def _trace_stem(source: str) -> str:
+    """A trace file's name without its directory and its .json/.json.gz/.pt.trace ending."""
+    name = re.split(r"[\\/]", source.rstrip("/\\"))[-1]
+    return re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", name) or name
+
+
+def default_name(profile: Profile) -> str:
+    """A run's name from what ran: "resnet50 · Tesla V100-SXM2-16GB · batch 32" (a trace: its file's stem)."""
+    spec, env = profile.spec, profile.environment
+    gpu, cpu = env.get("gpu") or {}, env.get("cpu") or {}
+    model = _trace_stem(str(spec.get("model") or "")) if "trace" in spec else spec.get("model")
+    parts = [str(model or "n/a"), short_device_name(str(gpu.get("name") or cpu.get("model") or spec.get("device") or "n/a"))]
+    if spec.get("batch") is not None:
+        parts.append(f"batch {spec['batch']}")
+    return " · ".join(parts)
+
+
+#: What a device's name may lose in a run's name: trademark marks, "Processor"/"CPU", the clock ("@ 2.90GHz"), and
+#: NVIDIA's prefix ("NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3").
+_DEVICE_NOISE = re.compile(r"\((R|TM|tm|r)\)|\bProcessor\b|\bCPU\b|@\s*[\d.]+\s*[GM]Hz|^NVIDIA\s+")
+
+
+def short_device_name(name: str) -> str:
+    """A device's name as a run's name shows it: "Intel(R) Xeon(R) Processor @ 2.90GHz" -> "Intel Xeon"."""
+    return " ".join(_DEVICE_NOISE.sub(" ", name).split()) or name
+
+
+def run_names(profiles: Sequence[Profile], given: Sequence[str | None], sources: Sequence[str]) -> list[str]:
+    """Each run's name: the one given, else `default_name`; default names two runs share get what
+    tells them apart (the spec keys that differ, "threads 1" / "threads 2", else the path given)."""
+    names = [g or default_name(p) for g, p in zip(given, profiles)]
+    for name in set(names):
+        same = [i for i, n in enumerate(names) if n == name and not given[i]]
+        if len(same) < 2:
+            continue
+        keys = [k for k in _SPEC_KEYS if len({str(profiles[i].spec.get(k)) for i in same}) > 1]
+        for i in same:
+            extra = ", ".join(f"{k} {profiles[i].spec.get(k)}" for k in keys) or _trace_stem(sources[i])
+            names[i] = f"{name} ({extra})"
+    return names
 
 
 def traced_iterations(profile: Profile) -> int | None:
@@ -72,7 +126,7 @@ def mean_iteration_s(profile: Profile) -> float | None:
     return sum(times) / len(times) if times else None
 
 
-def _run(label: str, side: Side) -> ComparedRun:
+def _run(label: str, side: Side, name: str) -> ComparedRun:
     p = side.profile
     spec, env = p.spec, p.environment
     gpu, cpu = env.get("gpu") or {}, env.get("cpu") or {}
@@ -86,7 +140,17 @@ def _run(label: str, side: Side) -> ComparedRun:
                        memory_bandwidth=bw.value if bw is not None else None,
                        traced_iterations=traced_iterations(p), compute_units=units, compute_unit_name=unit_name,
                        device_memory_bytes=_positive_int(gpu.get("memory_bytes")),
-                       peaks_by_precision=dict(p.metrics.flop_util_pct.peaks_by_precision))
+                       peaks_by_precision=dict(p.metrics.flop_util_pct.peaks_by_precision), name=name,
+                       reliable=p.quality.reliable if p.quality is not None else None,
+                       quality_warnings=list(p.quality.warnings) if p.quality is not None else [],
+                       quality_reason=None if p.quality is not None else _no_quality(p),
+                       throughput_interval_pct=p.metrics.throughput.interval_pct)
+
+
+def _no_quality(p: Profile) -> str:
+    if "trace" in p.spec:
+        return "a trace tbd did not run: no measurement-quality record"
+    return "the profile has no measurement-quality record (written by an older tbd)"
 
 
 def _compute_units(gpu: dict, cpu: dict) -> tuple[int | None, str | None]:
@@ -101,13 +165,17 @@ def _positive_int(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def op_comparisons(profiles: Sequence[Profile], iterations: Sequence[int | None]) -> list[OpComparison]:
+def op_comparisons(profiles: Sequence[Profile], iterations: Sequence[int | None],
+                   attributable: Sequence[bool] | None = None) -> list[OpComparison]:
     """Per launching op: time per traced iteration in each run, its delta to the first and share of the gap.
 
     An op a run did not launch counts 0 s there (its kernels are absent, a measurement); a run
     without iterations has None throughout. Shares of the net change are null when that change is
-    below MATERIAL_CHANGE_PCT of the first run's kernel time per iteration. Largest absolute delta first (ties: the first run's time).
+    below MATERIAL_CHANGE_PCT of the first run's kernel time per iteration, and for a run whose
+    `attributable` is False (not the same workload as the first: `not_same_workload`). Largest
+    absolute delta first (ties: the first run's time).
     """
+    attributable = list(attributable) if attributable is not None else [True] * len(profiles)
     per_run = [{g.name: g for g in p.op_groups} for p in profiles]
     names = list(dict.fromkeys(name for groups in per_run for name in groups))
     totals = [_per_iteration(sum(g.time_s for g in groups.values()), n) for groups, n in zip(per_run, iterations)]
@@ -118,8 +186,8 @@ def op_comparisons(profiles: Sequence[Profile], iterations: Sequence[int | None]
                  for groups, n in zip(per_run, iterations)]
         utils = [groups[name].util_pct if name in groups else None for groups in per_run]
         delta = [None if t is None or times[0] is None else t - times[0] for t in times]
-        share = [100.0 * d / td if d is not None and _net_change_is_material(td, totals[0]) else None
-                 for d, td in zip(delta, total_delta)]
+        share = [100.0 * d / td if d is not None and ok and _net_change_is_material(td, totals[0]) else None
+                 for d, td, ok in zip(delta, total_delta, attributable)]
         rows.append(OpComparison(op=name, time_per_iteration_s=times, util_pct=utils, delta_s=delta,
                                  gap_share_pct=share))
     rows.sort(key=lambda r: (-max((abs(d) for d in r.delta_s if d is not None), default=0.0),
@@ -241,8 +309,41 @@ def _throughput(profiles: Sequence[Profile]) -> MetricComparison:
         if p.metrics.throughput.unit != first_unit and ratios[i] is not None:
             ratios[i] = None
             reasons[i] = f"unit {p.metrics.throughput.unit} differs from A's {first_unit}: no ratio"
+    bounds = [ratio_interval(r, profiles[0].metrics.throughput.interval_pct, p.metrics.throughput.interval_pct)
+              if r is not None else (None, None, None) for r, p in zip(ratios, profiles)]
+    units = [p.metrics.throughput.unit for p in profiles]
+    units = units if len(set(units)) > 1 else []
+    if all(low is None for low, _, _ in bounds):
+        return MetricComparison(key="throughput", label="Throughput", unit=first_unit, values=values,
+                                reasons=reasons, ratios=ratios, higher_is_better=True, units=units)
     return MetricComparison(key="throughput", label="Throughput", unit=first_unit, values=values, reasons=reasons,
-                            ratios=ratios, higher_is_better=True)
+                            ratios=ratios, higher_is_better=True, ratio_low=[low for low, _, _ in bounds],
+                            ratio_high=[high for _, high, _ in bounds], units=units)
+
+
+def ratio_interval(ratio: float, ref_pct: float | None, run_pct: float | None) -> tuple[float | None, float | None,
+                                                                                       str | None]:
+    """The 95 % interval of a ratio run / ref from each side's own 95 % interval: the ratio of the bounds.
+
+    Each side's value x lies within x (1 ± h) (h: its interval's half-width, `interval_pct` / 100);
+    the ratio then lies within [r (1 - h_run) / (1 + h_ref), r (1 + h_run) / (1 - h_ref)]: each
+    side taken at its worst against the other. That is wider than a propagated interval (relative
+    half-widths added in quadrature), and assumes nothing about how the two runs' noise is distributed.
+
+    Args:
+        ratio: run / ref, the two values' ratio.
+        ref_pct, run_pct: the half-widths, % of each value; None: that side has no interval.
+    Returns:
+        (low, high, reason): both None without an interval; high None (unbounded, the reason says so)
+        when the reference's interval reaches 0 (h_ref >= 1); low 0 when the run's does.
+    """
+    if ref_pct is None or run_pct is None:
+        return None, None, None
+    h_ref, h_run = ref_pct / 100.0, run_pct / 100.0
+    low = max(0.0, ratio * (1.0 - h_run) / (1.0 + h_ref))
+    if h_ref >= 1.0:
+        return low, None, f"the reference's interval (±{ref_pct:.3g} %) reaches 0: unbounded above"
+    return low, ratio * (1.0 + h_run) / (1.0 - h_ref), None
 
 
 def _find(metrics: Sequence[MetricComparison], key: str) -> MetricComparison:
@@ -250,19 +351,99 @@ def _find(metrics: Sequence[MetricComparison], key: str) -> MetricComparison:
 
 
 def _gap(ref: ComparedRun, run: ComparedRun, metrics: Sequence[MetricComparison], ops: Sequence[OpComparison],
-         i: int) -> Gap:
+         i: int, unlike: str | None = None) -> Gap:
     peak_ratio = (run.peak_fp32_flops / ref.peak_fp32_flops
                   if run.peak_fp32_flops and ref.peak_fp32_flops else None)
-    speed, basis, reason = speed_ratio(metrics, i, same_batch=ref.batch == run.batch)
     total = _find(metrics, "kernel_time_per_iteration_s")
     delta = None if total.values[i] is None or total.values[0] is None else total.values[i] - total.values[0]
+    reliable = both_reliable(ref.reliable, run.reliable)
+    if unlike is not None:
+        return Gap(label=run.label, peak_ratio=peak_ratio, speed_ratio=None, speed_basis=None,
+                   speed_reason="not the same workload: no speed ratio is claimed",
+                   kernel_time_delta_s=delta, top_op=None, top_op_delta_s=None, top_op_share_pct=None,
+                   reliable=reliable, comparable=False, not_comparable_reason=unlike)
+    speed, basis, reason = speed_ratio(metrics, i, same_batch=ref.batch == run.batch)
+    low = high = None
+    interval_reason = None
+    if speed is not None and basis == "throughput":
+        low, high, interval_reason = ratio_interval(speed, ref.throughput_interval_pct, run.throughput_interval_pct)
+        if low is None:
+            interval_reason = _no_interval([r for r in (ref, run) if r.throughput_interval_pct is None])
+    elif speed is not None:
+        interval_reason = "one measurement per run: no interval"
     moved = [o for o in ops if o.delta_s[i]]
     # The op that moved most in the direction of the net change (any direction when there is none).
     top = max(moved, key=lambda o: o.delta_s[i] * (1 if not delta or delta > 0 else -1), default=None)
     share = top.gap_share_pct[i] if top is not None else None
     return Gap(label=run.label, peak_ratio=peak_ratio, speed_ratio=speed, speed_basis=basis, speed_reason=reason,
                kernel_time_delta_s=delta, top_op=top.op if top is not None else None,
-               top_op_delta_s=top.delta_s[i] if top is not None else None, top_op_share_pct=share)
+               top_op_delta_s=top.delta_s[i] if top is not None else None, top_op_share_pct=share,
+               speed_ratio_low=low, speed_ratio_high=high, speed_interval_reason=interval_reason,
+               reliable=reliable)
+
+
+def _no_interval(runs: Sequence[ComparedRun]) -> str:
+    """Why the runs given have no throughput interval: "no interval: A and B have one timing window (--repeat 1)"."""
+    by_reason: dict[str, list[str]] = {}
+    for r in runs:
+        traced = r.quality_reason is not None and "trace" in r.quality_reason
+        by_reason.setdefault("a trace" if traced else "one timing window (--repeat 1)", []).append(r.label)
+    return "no interval: " + "; ".join(f"{' and '.join(labels)} {'has' if len(labels) == 1 else 'have'} {why}"
+                                       for why, labels in by_reason.items())
+
+
+def both_reliable(a: bool | None, b: bool | None) -> bool | None:
+    """Two runs' reliability together: False if either is unreliable, None if either is unknown, else True."""
+    if a is False or b is False:
+        return False
+    return None if a is None or b is None else True
+
+
+#: Two traces are taken for the same workload when the ops both launch hold at least this share of
+#: each one's kernel time. A trace names no model or batch (its "model" is its file name), so the ops
+#: it launched are its fingerprint. On the shared real traces: two ResNet-50 traces (PyTorch 1.8 and
+#: 1.9) share 100 % both ways; ResNet-50 on a V100 against a recommendation model on an A100 7.5 % and
+#: 4.0 %; against AlexNet 25 % and 99 %. PyTorch renamed ops between versions (2.x launches
+#: aten::convolution_backward where 1.x launched aten::cudnn_convolution_backward_weight), so one model
+#: traced by two far-apart versions may fall below it: then no ratio is claimed, never a wrong one.
+SAME_WORKLOAD_OP_SHARE_PCT = 50.0
+#: The spec keys that make two tbd runs different workloads: then no speed ratio is claimed.
+_WORKLOAD_KEYS = ("model", "framework", "batch")
+
+
+def not_same_workload(ref: Profile, run: Profile) -> str | None:
+    """Why `run` is not the same workload as `ref` (so no speed ratio or gap attribution), or None.
+
+    Two tbd runs differ when their model, framework or batch does. A trace (spec "trace") names
+    neither model nor batch: the framework is compared, then the ops both launch must hold at least
+    SAME_WORKLOAD_OP_SHARE_PCT of each one's kernel time (op groups, kernels with no launching op left out).
+    """
+    traced = "trace" in ref.spec or "trace" in run.spec
+    keys = ("framework",) if traced else _WORKLOAD_KEYS
+    differ = [f"{k}: {ref.spec.get(k)} / {run.spec.get(k)}" for k in keys
+              if ref.spec.get(k) is not None and run.spec.get(k) is not None
+              and str(ref.spec.get(k)) != str(run.spec.get(k))]
+    if differ:
+        return "; ".join(differ)
+    if not traced:
+        return None
+    shares = shared_op_time_pct(ref, run)
+    if shares is None:
+        return "a trace names no model, and one side has no op times to tell the models apart by"
+    if min(shares) < SAME_WORKLOAD_OP_SHARE_PCT:
+        return (f"the ops both traces launch hold {shares[0]:.3g} % and {shares[1]:.3g} % of their kernel time, "
+                f"under {SAME_WORKLOAD_OP_SHARE_PCT:.0f} %: different models")
+    return None
+
+
+def shared_op_time_pct(a: Profile, b: Profile) -> tuple[float, float] | None:
+    """The share of each profile's op-group time (%) in ops both launched; None when either has none."""
+    times = [{g.name: g.time_s for g in p.op_groups if g.name != NO_LAUNCH_OP} for p in (a, b)]
+    totals = [sum(t.values()) for t in times]
+    if not all(totals):
+        return None
+    both = set(times[0]) & set(times[1])
+    return (100.0 * sum(times[0][n] for n in both) / totals[0], 100.0 * sum(times[1][n] for n in both) / totals[1])
 
 
 #: A net kernel-time change below this share of the reference's is not split into op shares: ops
@@ -307,8 +488,10 @@ def differences(profiles: Sequence[Profile]) -> list[str]:
 def _notes(runs: Sequence[ComparedRun], profiles: Sequence[Profile]) -> list[str]:
     notes = []
     for run, p in zip(runs, profiles):
+        if run.reliable is False:
+            notes.append(f"{run.label} ({run.name}) is UNRELIABLE: " + "; ".join(run.quality_warnings))
         if p.status == PARTIAL:
-            why = next((n for n in p.notes if n.lower().startswith("partial")), "partial")
+            why = partial_reason(p.notes) or "the run stopped before its end"
             notes.append(f"{run.label} is a partial profile ({why}): its figures cover only what was gathered")
         if p.iterations is not None and p.iterations.stable is False:
             notes.append(f"{run.label} never reached a stable phase: its figures are flagged NOT STABLE")

@@ -169,9 +169,11 @@ def merge_measured_lists(row_lists: list[list[KernelRow]], launches: list[Measur
 def merged_profile(profile: Profile, launches: list[MeasuredLaunch], source: str) -> tuple[Profile, int]:
     """`profile` with `launches` merged into every row list (`merge_measured_lists`); and how many
     launches matched no row."""
-    (kernels, low, low_bw), unmatched = merge_measured_lists(
-        [profile.kernels, profile.low_util_kernels, profile.low_bandwidth_kernels], launches, source)
-    return replace(profile, kernels=kernels, low_util_kernels=low, low_bandwidth_kernels=low_bw), unmatched
+    (kernels, low, low_bw, won), unmatched = merge_measured_lists(
+        [profile.kernels, profile.low_util_kernels, profile.low_bandwidth_kernels, profile.recoverable_kernels],
+        launches, source)
+    return replace(profile, kernels=kernels, low_util_kernels=low, low_bandwidth_kernels=low_bw,
+                   recoverable_kernels=won), unmatched
 
 
 def _unique(pairs) -> dict[str, str | None]:

@@ -21,6 +21,8 @@ import re
 
 import numpy as np
 
+from tbd.analysis.flops.ops import does_no_arithmetic
+
 _NO_ARITHMETIC = re.compile(
     r"nchwtonhwc|nhwctonchw|im2col|compute\w*offsetskernel|generatewinogradtileskernel|init_device_workspace"
     # split-K reductions: they add up the GEMM's partial sums, a vanishing share of the op's multiply-adds
@@ -29,6 +31,9 @@ _NO_ARITHMETIC = re.compile(
 
 
 def does_arithmetic(names: np.ndarray) -> np.ndarray:
-    """Per kernel name: False for a layout, set-up or workspace kernel (module docstring), else True."""
-    distinct = {n: not _NO_ARITHMETIC.search(str(n).lower()) for n in set(names.tolist())}
+    """Per kernel name: False for a layout, set-up or workspace kernel (module docstring), else True; per CPU op
+    name (a CPU trace's rows are ops), False for data movement and autograd's bookkeeping
+    (`flops.ops.does_no_arithmetic`)."""
+    distinct = {n: not (_NO_ARITHMETIC.search(str(n).lower()) or does_no_arithmetic(str(n)))
+                for n in set(names.tolist())}
     return np.fromiter((distinct[n] for n in names.tolist()), dtype=bool, count=len(names))

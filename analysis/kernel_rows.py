@@ -1,7 +1,13 @@
 """The kernel table of a profile: groups with their drill-down and roofline, and the two rankings.
 
 Pure: the trace's kernel rows, their per-row utilizations, the peaks and the bandwidth in; the
-`KernelRow`s of profile.json out. Two rankings replace the paper's single one (Table V):
+`KernelRow`s of profile.json out.
+
+The default ranking is by the time that could be won back: each group's time x (1 - achieved /
+attainable on the roofline) (`ranking.recoverable_ns`), most first, compute- and memory-bound
+groups together (issue 28): a long group at half its roof comes before a tiny one at a tenth of it,
+so the top of the list is where an engineer should start. The paper's Table V is kept as a view, in
+two rankings:
 
 - compute: compute-bound groups on this device's roofline below the run's average FLOP
   utilization (`ranking.average_util_pct`);
@@ -20,16 +26,16 @@ run under ncu; without it the command names a placeholder).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from tbd.analysis import drilldown, ranking
-from tbd.analysis.ncu import kernel_function_name, ncu_command, shell_line
+from tbd.analysis import drilldown, ranking, recommendations
+from tbd.analysis.ncu import FOREIGN_SKIP_FROM, TARGET_PLACEHOLDER, kernel_function_name, ncu_command, shell_line
 from tbd.analysis.op_bytes.ops import NO_BYTES, has_bytes_formula
 from tbd.analysis.roofline import COMPUTE, MEMORY, RooflinePoint, roofline_point
 from tbd.core.errors import UsageError
-from tbd.core.profile_result import KernelRow
+from tbd.core.profile_result import KernelRow, Recommendation
 from tbd.core.records import ANALYTIC, SHAPES_NOT_RECORDED, KernelTable, TraceRecords
 
 NVTX_TRACE_WINDOW = "tbd.trace_window"  # the NVTX push/pop range around tbd's trace window
@@ -47,6 +53,10 @@ class KernelTables:
     flop_threshold_reason: str | None = None  # why flop_threshold_pct is NaN
     bandwidth_threshold_reason: str | None = None  # why bandwidth_threshold_pct is NaN
     groups: list[ranking.KernelGroup] = field(default_factory=list)  # every group, longest first (rows: the first `top`)
+    # The default ranking: groups by recoverable time, most first (those with a known bound and a share within 100 %).
+    recoverable: list[KernelRow] = field(default_factory=list)
+    points: dict[str, RooflinePoint] = field(default_factory=dict)  # each group's roofline point, by name
+    recommendations: list[Recommendation] = field(default_factory=list)  # analysis.recommendations
 
 
 def finite_or_none(x: float | None) -> float | None:
@@ -87,15 +97,26 @@ def kernel_tables(trace: TraceRecords, util_rows: np.ndarray, peaks_used: dict[s
         if any(points[g.name].bound == MEMORY and points[g.name].bandwidth_util_pct is not None for g in groups)
         else "no memory-bound group with known bytes")
     unknown = [g for g in groups if points[g.name].bound is None]
-    ranked = {g.name for g in low} | {g.name for g in low_bw}
+    total_ns = float(sum(g.time_ns for g in groups))
+    recoverable = {g.name: ranking.recoverable_ns(g.time_ns, points[g.name].roofline_pct)
+                   if points[g.name].bound is not None else float("nan") for g in groups}
+    won_back = ranking.by_recoverable_time(groups, recoverable)
+    ranked = {g.name for g in low} | {g.name for g in low_bw} | {g.name for g in won_back if recoverable[g.name] > 0}
 
     def row(g: ranking.KernelGroup) -> KernelRow:
         ncu = _ncu(g, details[g.name], trace, ncu_target) if g.name in ranked and trace.device_kind == "cuda" else None
-        return _row(g, details[g.name], points[g.name], util_note(g), ncu)
+        rec = recoverable[g.name]
+        return replace(_row(g, details[g.name], points[g.name], util_note(g), ncu),
+                       recoverable_s=rec / 1e9 if math.isfinite(rec) else None,
+                       recoverable_pct=100.0 * rec / total_ns if math.isfinite(rec) and total_ns > 0 else None)
 
-    shown = groups if top is None else groups[:top]
-    return KernelTables([row(g) for g in shown], [row(g) for g in low], [row(g) for g in low_bw], threshold,
-                        bw_threshold, [row(g) for g in unknown], flop_why, bw_why, groups=groups)
+    shown = [row(g) for g in (groups if top is None else groups[:top])]
+    won = [row(g) for g in won_back]
+    advice = recommendations.recommendations(shown, won, points, peaks_used, bandwidth,
+                                             "kernel" if trace.device_kind == "cuda" else "op")
+    return KernelTables(shown, [row(g) for g in low], [row(g) for g in low_bw], threshold, bw_threshold,
+                        [row(g) for g in unknown], flop_why, bw_why, groups=groups, recoverable=won, points=points,
+                        recommendations=advice)
 
 
 def flop_threshold(groups: list[ranking.KernelGroup], have_peak: bool) -> tuple[float, str | None]:
@@ -169,15 +190,15 @@ def _row(g: ranking.KernelGroup, d: drilldown.GroupDetail, p: RooflinePoint, not
 def _ncu(g: ranking.KernelGroup, d: drilldown.GroupDetail, trace: TraceRecords, target: list[str] | None) -> dict:
     """The Nsight Compute command measuring the group's launches of one traced iteration."""
     nvtx = NVTX_TRACE_WINDOW if target else None
-    try:
-        argv = ncu_command(g.name, d.launches.skip, d.launches.count, target, nvtx_range=nvtx,
-                           name_base=d.launches.name_base)
+    try:  # a trace tbd did not run: the program that recorded it is a placeholder the user fills in
+        argv = ncu_command(g.name, d.launches.skip, d.launches.count, target or list(TARGET_PLACEHOLDER),
+                           nvtx_range=nvtx, name_base=d.launches.name_base)
     except UsageError as exc:  # a name no kernel can have (a NUL, a line break): nothing to select
         return {"command": None, "reason": str(exc)}
-    counted_from = ("the start of tbd's trace window (the NVTX range)" if nvtx else
-                    "the start of the trace's window: add the kernel's launches that ran before it")
+    counted_from = "the start of tbd's trace window (the NVTX range)" if nvtx else FOREIGN_SKIP_FROM
     return {"command": shell_line(argv), "argv": argv, "launch_skip": d.launches.skip,
             "launch_count": d.launches.count, "launches_in_step": d.launches.in_step,
             "step": d.launches.step, "nvtx_range": nvtx,
             "name_base": d.launches.name_base,
-            "skip_counts_from": counted_from}
+            "skip_counts_from": counted_from,
+            "target_placeholder": None if target else shell_line(list(TARGET_PLACEHOLDER))}

@@ -84,6 +84,12 @@ TENSOR_METRICS = (r"regex:^sm__inst_executed_pipe_tensor[a-z0-9_]*\.sum$",
 #: FP32/FP16/FP64 add, mul and fma thread instructions, tensor-pipe work, DRAM bytes read and written.
 DEFAULT_METRICS = FLOP_METRICS + TENSOR_METRICS + DRAM_METRICS
 NAME_BASES = ("demangled", "function")
+#: The program a command runs for a trace tbd did not run: the user writes their own there (the report says so once).
+#: ncu takes the program and its arguments after its own options (`ncu [options] program [arguments]`).
+TARGET_PLACEHOLDER = ("python", "train.py")
+#: Where the launch skip counts from in a trace from another tool: no NVTX range marks its window.
+FOREIGN_SKIP_FROM = ("the start of the trace's window, but ncu counts from the program's start (no NVTX range marks "
+                     "the window): add this kernel's launches that ran before the window")
 _REGEX_SPECIAL = frozenset("\\^$.|?*+()[]{}")
 _NVTX_SPECIAL = frozenset("@,[]/*+")
 
@@ -240,16 +246,20 @@ def _last_at_depth0(text: str, token: str) -> int:
 
 @dataclass(frozen=True)
 class NcuPlan:
-    rows: list[KernelRow]  # the ranked groups aimed at, longest first
+    rows: list[KernelRow]  # the ranked groups aimed at, in the ranking's order (`ranked_rows`)
     functions: list[str]  # their function names, as the kernel filter's alternatives
     launch_count: int  # launches of those function names in one traced iteration
     argv: list[str]  # the ncu command, the target last
 
 
 def ranked_rows(profile: Profile, top: int) -> list[KernelRow]:
-    """The `top` longest groups of both rankings that have a measuring command (CUDA groups)."""
+    """The first `top` groups of the default ranking that have a measuring command (CUDA groups): the
+    most time reaching the roofline would win back first (`Profile.recoverable_kernels`); for a
+    profile saved before that ranking, the longest groups of the two Table V rankings."""
+    ranking = profile.recoverable_kernels or sorted(profile.low_util_kernels + profile.low_bandwidth_kernels,
+                                                    key=lambda r: -r.time_s)
     seen, rows = set(), []
-    for row in sorted(profile.low_util_kernels + profile.low_bandwidth_kernels, key=lambda r: -r.time_s):
+    for row in ranking:
         if row.name not in seen and row.ncu and row.ncu.get("command"):
             seen.add(row.name)
             rows.append(row)

@@ -1,7 +1,9 @@
-"""Kernels grouped by name and the paper's low-utilization long kernels (Tables V/VI)."""
+"""Kernels grouped by name, ranked by the time that reaching the roofline would win back, and the paper's
+low-utilization long kernels (Tables V/VI)."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -145,3 +147,30 @@ def low_util_kernels(groups: list[KernelGroup], threshold_pct: float) -> list[Ke
     """Groups with known utilization below `threshold_pct`, longest share of time first (Table V)."""
     low = [g for g in groups if np.isfinite(g.util_pct) and not g.above_peak and g.util_pct < threshold_pct]
     return sorted(low, key=lambda g: -g.time_ns)
+
+
+def recoverable_ns(time_ns: float, roofline_pct: float | None) -> float:
+    """Time a group would save running at its roof: time x (1 - achieved / attainable), in ns.
+
+    Args:
+        time_ns: the group's summed time.
+        roofline_pct: its achieved share of what the roofline allows at its intensity (the bandwidth share
+            for data movement), `roofline.roofline_point`'s `roofline_pct`.
+    Returns:
+        The time, NaN where the share is unknown (bound unknown) or above 100 % (an estimate that counted
+        more than the device did: what it could win back is not known, and never below 0).
+    """
+    if roofline_pct is None or not math.isfinite(roofline_pct) or roofline_pct > 100.0 or roofline_pct < 0.0:
+        return float("nan")
+    return float(time_ns) * (1.0 - roofline_pct / 100.0)
+
+
+def by_recoverable_time(groups: list[KernelGroup], recoverable: dict[str, float]) -> list[KernelGroup]:
+    """The groups whose recoverable time (`recoverable_ns`, by name) is known, most first (ties: by name).
+
+    The default ranking (issue 28): where the time that reaching the roofline would win back is, the
+    long group at a middling share of its roof ahead of the tiny one at a low share. The paper's Table V
+    (`low_util_kernels`: below the average utilization, longest first) stays a view beside it.
+    """
+    known = [g for g in groups if math.isfinite(recoverable.get(g.name, float("nan")))]
+    return sorted(known, key=lambda g: (-recoverable[g.name], g.name))

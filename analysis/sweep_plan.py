@@ -6,19 +6,25 @@ did not until they are adjacent. A start that does not fit is halved until one d
 With "fits" monotone in the batch (fits below N) it ends with the largest fitting batch
 min(N - 1, cap) after at most about 2 log2(max(N, start)) + 2 points.
 
-`sweep_point` reads one point's figures from its `Profile`, `failed_point` records a point that has
-none, and `make_sweep` assembles the `Sweep` with its largest fitting and smallest failing batch and
-the notes a reader needs to trust them. No I/O here: the shell (tbd/cli/sweep_run.py) runs the points.
+`remaining_points` says how many more points the search can take (fewest and most), from the same
+rule, so the shell can announce its plan before the first point and after each.
+
+`sweep_point` reads one point's figures from its `Profile`, with the profile's measurement quality
+(reliable or not, its warnings, the throughput's 95 % interval and its bounds), `failed_point`
+records a point that has none, and `make_sweep` assembles the `Sweep` with its largest fitting and
+smallest failing batch, the points whose figures are unreliable, and the notes a reader needs to
+trust them. No I/O here: the shell (tbd/cli/sweep_run.py) runs the points.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from tbd.core.profile_result import PARTIAL, Profile
-from tbd.core.sweep_result import POINT_MEMORY_KEYS, Sweep, SweepPoint
+from tbd.core.profile_result import PARTIAL, Profile, partial_reason
+from tbd.core.sweep_result import POINT_MEMORY_KEYS, Forecast, Sweep, SweepPoint
 
 OK, OOM, FAILED = "ok", "oom", "failed"
 #: Statuses of a point that ran: its batch fits.
@@ -62,6 +68,78 @@ def next_batch(outcomes: Mapping[int, bool], start: int, cap: int) -> int | None
     return (lo + hi) // 2 if hi - lo > 1 else None
 
 
+def remaining_points(outcomes: Mapping[int, bool], start: int, cap: int) -> tuple[int, int]:
+    """How many more points the max search runs, at fewest and at most, whatever the batches that fit.
+
+    Exact for `next_batch`: every batch it may run next either fits or not, and both branches are
+    followed to the end (the search's state is only the largest fitting batch below the smallest failing
+    one, and that failing one, so the branches are few: about 2 log2(cap) states).
+
+    Args:
+        outcomes: batch -> whether it fit, for every batch run so far. start, cap: as `next_batch`.
+    Returns:
+        (fewest, most) points still to run; (0, 0) when the search is done.
+    """
+    if cap < 1:
+        raise ValueError(f"cap must be at least 1, got {cap}")
+    failing = [b for b, ok in outcomes.items() if not ok]
+    hi = min(failing) if failing else None
+    lo = max((b for b, ok in outcomes.items() if ok and (hi is None or b < hi)), default=0)
+    return _remaining(lo, hi, not outcomes, max(1, min(start, cap)), cap)
+
+
+@functools.lru_cache(maxsize=4096)
+def _remaining(lo: int, hi: int | None, empty: bool, start: int, cap: int) -> tuple[int, int]:
+    """`remaining_points` of the state (largest fit below hi, or 0; smallest failure, or None)."""
+    state = {} if empty else {**({lo: True} if lo else {}), **({hi: False} if hi is not None else {})}
+    batch = next_batch(state, start, cap)
+    if batch is None:
+        return 0, 0
+    # next_batch always runs a batch between the two (above lo, below hi): it fits or it does not.
+    fit, fail = _remaining(batch, hi, False, start, cap), _remaining(lo, batch, False, start, cap)
+    return 1 + min(fit[0], fail[0]), 1 + max(fit[1], fail[1])
+
+
+def forecast(batches: Sequence[int] | None, outcomes: Mapping[int, bool], start: int, cap: int,
+             point_s: float | None = None) -> Forecast:
+    """The sweep's remaining points and their time at the last point's pace.
+
+    Args:
+        batches: a list sweep's batches in order, or None for the max search (start, cap: its bounds).
+        outcomes: batch -> whether it fit, for every batch run so far.
+        point_s: the last point's run time in seconds (None: no point has run yet).
+    """
+    if batches is not None:
+        left = [b for b in batches if b not in outcomes]
+        fewest = most = len(left)
+        upcoming = left[0] if left else None
+    else:
+        fewest, most = remaining_points(outcomes, start, cap)
+        upcoming = next_batch(outcomes, start, cap)
+    return Forecast(upcoming, fewest, most, point_s, None if point_s is None else most * point_s)
+
+
+def doubling_batches(start: int, cap: int) -> list[int]:
+    """The batches the max search runs while every one fits: start, 2 start, 4 start, ..., cap at most."""
+    batches = [max(1, min(start, cap))]
+    while batches[-1] < cap:
+        batches.append(min(2 * batches[-1], cap))
+    return batches
+
+
+def throughput_bounds(value: float | None, interval_pct: float | None) -> tuple[float | None, float | None]:
+    """The ends of a throughput's 95 % interval: value x (1 - h) and value x (1 + h), h = interval_pct / 100.
+
+    The same reading of profile.json's throughput.interval_pct as a comparison's (analysis/compare_runs.py):
+    a half-width in % of the value. The low end is not below 0 (a throughput is not negative).
+    Returns (None, None) when either is None.
+    """
+    if value is None or interval_pct is None:
+        return None, None
+    h = interval_pct / 100.0
+    return max(0.0, value * (1.0 - h)), value * (1.0 + h)
+
+
 def _finite(value: float | None) -> float | None:
     """`value` as a plain float, or None when it is None, NaN or infinite (JSON holds neither)."""
     return float(value) if value is not None and math.isfinite(value) else None
@@ -83,10 +161,8 @@ def median_iteration_s(profile: Profile) -> tuple[float | None, str | None]:
 
 
 def _partial_reason(profile: Profile) -> str:
-    for note in profile.notes:
-        if note.startswith("partial"):
-            return note
-    return "partial profile: the run stopped before its end"
+    """Why the point is partial, without the word itself: the reports say "partial: <reason>" once."""
+    return partial_reason(profile.notes) or "the run stopped before its end"
 
 
 def sweep_point(batch: int, profile: Profile, run_dir: str | None) -> SweepPoint:
@@ -117,17 +193,31 @@ def sweep_point(batch: int, profile: Profile, run_dir: str | None) -> SweepPoint
         if value is None:
             reasons[f"memory.{key}"] = m.memory_bytes.reasons.get(key) or "not measured"
     partial = profile.status == PARTIAL
+    quality = profile.quality
+    if quality is None:
+        reasons["reliable"] = ("the profile has no measurement-quality record (a run by an older tbd, or one stopped "
+                               "before its first timing window)")
+    throughput = figure("throughput", m.throughput.value, m.throughput.reason)
+    interval = _finite(m.throughput.interval_pct)
+    low, high = throughput_bounds(throughput, interval)
+    if low is None:
+        reasons["throughput_interval"] = ("no throughput" if throughput is None else
+                                          "one timing window (--repeat 1): no interval" if len(m.throughput.repeats) < 2
+                                          else "the profile gives no interval for its throughput")
     return SweepPoint(
         batch=batch, status=PARTIAL if partial else OK, reason=_partial_reason(profile) if partial else None,
         run_dir=run_dir,
-        throughput=figure("throughput", m.throughput.value, m.throughput.reason),
-        throughput_unit=m.throughput.unit,
+        throughput=throughput, throughput_unit=m.throughput.unit,
         iteration_s=figure("iteration_s", iteration_s, iteration_reason),
         gpu_busy_pct=figure("gpu_busy_pct", m.gpu_busy_pct.value, m.gpu_busy_pct.reason),
         flop_util_pct=figure("flop_util_pct", m.flop_util_pct.value, m.flop_util_pct.reason),
         cpu_util_pct=figure("cpu_util_pct", m.cpu_util_pct.value, m.cpu_util_pct.reason),
         stable=None if profile.iterations is None else profile.iterations.stable,
-        memory_bytes=memory, reasons=reasons)
+        memory_bytes=memory, reasons=reasons,
+        memory_at_peak={k: None if v is None else int(v) for k, v in m.memory_bytes.at_peak.items()},
+        reliable=None if quality is None else quality.reliable,
+        quality_warnings=[] if quality is None else list(quality.warnings),
+        throughput_interval_pct=interval if low is not None else None, throughput_low=low, throughput_high=high)
 
 
 def failed_point(batch: int, status: str, reason: str, run_dir: str | None = None) -> SweepPoint:
@@ -139,7 +229,8 @@ def failed_point(batch: int, status: str, reason: str, run_dir: str | None = Non
                       throughput_unit=None, iteration_s=None, gpu_busy_pct=None, flop_util_pct=None,
                       cpu_util_pct=None, stable=None, memory_bytes={k: None for k in POINT_MEMORY_KEYS},
                       reasons={k: why for k in ("throughput", "iteration_s", "gpu_busy_pct", "flop_util_pct",
-                                                "cpu_util_pct", *(f"memory.{m}" for m in POINT_MEMORY_KEYS))})
+                                                "cpu_util_pct", *(f"memory.{m}" for m in POINT_MEMORY_KEYS),
+                                                "reliable", "throughput_interval")})
 
 
 def profile_device(profile: Profile) -> tuple[str | None, str | None]:
@@ -172,9 +263,24 @@ def make_sweep(*, model: str, framework: str, device: str, device_name: str | No
                    f"fitting ({bound.reason}); the largest batch that fits may be larger")
     if mode == MAX and cap is not None and largest == cap and bound is None:
         out.append(f"reached --max-batch {cap} without running out of memory: the largest batch that fits may be larger")
+    unreliable = [p.batch for p in ordered if p.status in RAN and p.reliable is False]
+    if unreliable:
+        ran = sum(1 for p in ordered if p.status in RAN)
+        which = "every point that ran" if len(unreliable) == ran > 1 else "batch " + ", ".join(map(str, unreliable))
+        out.append(f"unreliable measurement at {which}: its profile's quality warnings ({_first_warning(ordered)}) "
+                   "say the figures may be off on this machine; compare the points by their throughput intervals")
     if largest is not None and smallest is not None and largest > smallest:
         out.append(f"batch {largest} ran although batch {smallest} ran out of memory: memory use is not monotone "
                    "in the batch here (allocator fragmentation, a run near the limit)")
     return Sweep(model=model, framework=framework, device=device, device_name=device_name, size=size, mode=mode,
                  points=ordered, largest_fitting_batch=largest, smallest_failing_batch=smallest,
-                 memory_limit_bytes=memory_limit_bytes, notes=out)
+                 memory_limit_bytes=memory_limit_bytes, notes=out, unreliable_batches=unreliable)
+
+
+def _first_warning(points: list[SweepPoint]) -> str:
+    """The first unreliable point's first warning, cut to one clause, and how many others there are."""
+    warned = [w for p in points if p.reliable is False for w in p.quality_warnings]
+    if not warned:
+        return "none given"
+    first = warned[0].split(":")[0].split(" (")[0]
+    return first + (f"; {len(warned) - 1} more in sweep.json" if len(warned) > 1 else "")

@@ -12,7 +12,9 @@ then:
    shared machine hits every tool alike): `tbd analyze TRACE --json OUT`, `python -c
    json.loads(...)` (the floor any JSON reader pays) and, when HTA's own environment exists
    (`--hta-python`, default .venv-hta/bin/python; see bench/hta_analysis.py for how to make it),
-   HTA's parse + temporal breakdown + kernel breakdown; with `--baseline DIR`, another tbd
+   HTA's parse + temporal breakdown + kernel breakdown; `tbd analyze` again with its reading kept in
+   one process (TBD_TRACE_PROCESSES=1: a trace of 64 MiB or more is otherwise read by two processes
+   where a second core is free); with `--baseline DIR`, another tbd
    installed there (before/after a change); above `--others-max-events`, tbd alone.
    Wall time from spawn to exit, peak RSS from the child's rusage. Every tbd reads its modules'
    bytecode, as an installed tbd does (pip compiles it, as it did HTA's): the tbd children run with
@@ -47,6 +49,7 @@ from tbd.analysis.flops.ops import op_flops, precision_of
 from tbd.analysis.ranking import factorize
 from tbd.analysis.utilization import device_busy_ns
 from tbd.profilers.kineto.reader import read_trace_file, trace_records
+from tbd.profilers.traces import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 _JSON_LOADS = "import json, sys; json.loads(open(sys.argv[1], 'rb').read())"
@@ -116,8 +119,9 @@ def _run(cmd: list[str], cwd: Path) -> tuple[float, int]:
 
 
 #: What every tbd command pays before it reads a byte: the interpreter and the command's imports
-#: (tbd.cli.main since the command became a package; tbd.cli, a module, before).
-_STARTUP = "try:\n    import tbd.cli.main\nexcept ImportError:\n    import tbd.cli"
+#: (tbd.cli.main and its analyze command, imported when it runs, since the command became a package;
+#: tbd.cli, a module, before).
+_STARTUP = "try:\n    import tbd.cli.main, tbd.cli.commands.analyze\nexcept ImportError:\n    import tbd.cli"
 
 
 def _tools(path: Path, work: Path, hta_python: Path | None, others: bool,
@@ -125,6 +129,8 @@ def _tools(path: Path, work: Path, hta_python: Path | None, others: bool,
     analyze = ["-m", "tbd.cli", "analyze", str(path), "--sm-clock-mhz", "1410", "--json", str(work / "profile.json")]
     cached = ["env", "-u", "PYTHONDONTWRITEBYTECODE", f"PYTHONPYCACHEPREFIX={work / 'pycache'}"]  # module docstring
     tools = {"tbd analyze": [*cached, sys.executable, *analyze],
+             # The same with the reading kept in one process (profilers.traces.forked): what one core gives.
+             "tbd analyze (one process)": [*cached, f"{forked.ENV_SWITCH}=1", sys.executable, *analyze],
              # What every tbd command pays before it reads a byte: the interpreter and tbd's imports.
              "tbd startup": [*cached, sys.executable, "-c", _STARTUP]}
     if others:

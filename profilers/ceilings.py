@@ -13,15 +13,32 @@ same memory.
 
 Both keep the best of `repeats` timings: slower repeats measure interference from other
 processes, not the device.
+
+A sweep's later points measure less (`reusable_ceilings`, `REUSED`): the GEMM ceiling before the windows
+only, and the copy bandwidth not at all, which they take from the sweep's first point with its provenance
+(both depend on the device and the dtype, FP32, not on the batch). The one before the windows stays: on
+the CPU, freeing its 16 MiB matrices raises glibc's mmap threshold, and the windows after it run faster
+(test-size ResNet-50, batch 256, 1 thread: 56-57 ms per step without it, 51 ms after it, 51 ms without
+it with MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ set to 16 and 32 MiB); a point without it
+would not compare with `tbd profile` at the same batch, nor with the sweep's first point.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
+from tbd.core import rundir
+from tbd.core.errors import ResultFormatError
+
+#: In a sweep's later point's run directory: what the sweep's first point lends it (`reusable_ceilings`),
+#: written there before the runner child starts; the child's stages (profilers/stages.py) then skip the
+#: GEMM ceiling after the windows and write the lent bandwidth as raw/bandwidth.json.
+REUSED = "raw/ceilings_reused.json"
 
 # Each timed repeat runs enough matmuls to last at least this long, so timer resolution and
 # launch overhead stay below ~0.1 % even for a fast GPU on a small n.
@@ -125,3 +142,25 @@ def host_copy_bandwidth(nbytes: int = 128 << 20, repeats: int = 5) -> dict:
     dst = np.empty_like(src)
     record = measured_copy_bandwidth(lambda: np.copyto(dst, src), lambda: None, src.nbytes, repeats)
     return {**record, "device": "cpu", "method": "numpy.copyto"}
+
+
+def reusable_ceilings(run_dir: Path, batch: int) -> dict:
+    """What a finished sweep point lends the later points: its copy bandwidth, and where it came from.
+
+    Returns:
+        {"bandwidth": its raw/bandwidth.json record, or None when it measured none (a GPU's comes from
+        its datasheet; a CPU's buffers may not fit under --memory-limit-gib: the later point then tries
+        its own), "provenance": "measured once for the sweep at batch N (bN/raw/bandwidth.json)", "batch": N}.
+    """
+    bandwidth = _read(run_dir / rundir.BANDWIDTH)
+    measured = isinstance(bandwidth, dict) and isinstance(bandwidth.get("bytes_per_s"), (int, float))
+    return {"bandwidth": bandwidth if measured else None,
+            "provenance": f"measured once for the sweep at batch {batch} ({run_dir.name}/{rundir.BANDWIDTH})",
+            "batch": batch}
+
+
+def _read(path: Path) -> Any:
+    try:
+        return rundir.read_json(path, path.name) if path.is_file() else None
+    except (ResultFormatError, OSError):  # a record not to reuse: the next point measures its own
+        return None

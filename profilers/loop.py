@@ -160,6 +160,8 @@ def run_timing_window(callbacks: LoopCallbacks, iterations: int, state: LoopStat
         t_start = callbacks.clock()
         done = 0
         last = t_start
+        # The bar starts with the window, not after its first iteration: its time then spans the window.
+        progress({"stage": "timing", "done": 0, "total": iterations})
         try:
             while done < iterations:
                 with callbacks.mark(f"tbd.iteration {first + done}"):
@@ -186,6 +188,7 @@ def run_timing_window(callbacks: LoopCallbacks, iterations: int, state: LoopStat
                 t_end = callbacks.clock()
                 state.times_ns[-1] += t_end - last
                 state.timing_window_ns = t_end - t_start
+                progress({"stage": "timing", "done": done, "total": iterations, "window_s": (t_end - t_start) / 1e9})
                 if counted_start is not None:
                     state.timing_window_samples = callbacks.samples_counter() - counted_start
                 state.notes.append(f"timing window cut to {done} of {iterations} iterations by an interrupt: "
@@ -198,6 +201,8 @@ def run_timing_window(callbacks: LoopCallbacks, iterations: int, state: LoopStat
     # The last iteration's time includes the final synchronisation: the device finishing its queue.
     state.times_ns[-1] += t_end - last
     state.timing_window_ns = t_end - t_start
+    # The window as iterations.json records it (iterations and wall time), for the bar's count and time.
+    progress({"stage": "timing", "done": done, "total": iterations, "window_s": (t_end - t_start) / 1e9})
 
 
 def run_trace_window(callbacks: LoopCallbacks, iterations: int, state: LoopState,
@@ -216,6 +221,7 @@ def run_trace_window(callbacks: LoopCallbacks, iterations: int, state: LoopState
         state.times_ns.append(_timed_step(callbacks, len(state.times_ns), sync=True))
         after_step()
     first = len(state.times_ns)
+    progress({"stage": "trace", "done": 0, "total": iterations})
     with callbacks.mark("tbd.trace_window"):
         for i in range(iterations):
             with around_step(i):

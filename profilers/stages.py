@@ -17,7 +17,9 @@ from typing import Any, Callable
 import numpy as np
 
 from tbd.core import rundir
+from tbd.core.errors import ResultFormatError
 from tbd.core.records import RunSpec
+from tbd.profilers.ceilings import REUSED
 from tbd.profilers.cpu import CpuWindow
 from tbd.profilers.loop import LoopCallbacks, LoopState, ProgressFn, run_timing_window, run_warmup
 from tbd.profilers.machine_load import LoadWindow, clock_mhz, workload_processes
@@ -104,7 +106,10 @@ def run_stages(callbacks: LoopCallbacks, workload: Any, spec: RunSpec, state: Lo
 
     The GEMM ceiling is measured on both sides of the windows and both are kept (raw/quality.json
     has the first, raw/gemm.json the second): on a shared machine the two differ by the other
-    jobs' share, and the analysis says how far the FLOP utilization can be trusted.
+    jobs' share, and the analysis says how far the FLOP utilization can be trusted. A sweep's later
+    points (RUN_DIR/raw/ceilings_reused.json, profilers/ceilings.py's REUSED) measure it before the
+    windows only and take the first point's copy bandwidth, written as raw/bandwidth.json with its
+    provenance.
 
     Args:
         parameters: the model's parameter count as its framework counts it (None without a model).
@@ -123,39 +128,47 @@ def run_stages(callbacks: LoopCallbacks, workload: Any, spec: RunSpec, state: Lo
     rundir.atomic_write_json(run_dir / rundir.WORKLOAD, workload_record(workload, parameters))
     progress({"stage": "plan", "warmup_max_iterations": spec.warmup if spec.warmup is not None
               else spec.max_warmup_iterations, "budget_s": spec.max_seconds, "window_s": spec.window_seconds,
-              "repeat": spec.repeat})
+              "repeat": spec.repeat, "iterations": spec.iterations})
     run_warmup(callbacks, spec, state, deadline_ns, progress=progress)
     write_iterations(run_dir, state)
     quality: dict[str, Any] = {"schema": rundir.QUALITY_SCHEMA, "clock_start": clock_mhz()}
+    # Measured here too in a sweep's later points: it leaves the allocator as `tbd profile` runs the windows.
     progress({"stage": "gemm_before", "done": 0, "total": 1})
     t0 = callbacks.clock()
     quality["gemm_before"] = _unless_out_of_memory(gemm_ceiling, out_of_memory, "GEMM ceiling before the windows",
                                                    state.notes)
     gemm_s = (callbacks.clock() - t0) / 1e9
     progress({"stage": "gemm_before", "done": 1, "total": 1})
-    plan = window_plan(spec, state, gemm_s, agree=callbacks.agree)
+    lent = _lent_ceilings(run_dir, state.notes)
+    plan = window_plan(spec, state, gemm_s, agree=callbacks.agree, measure_after=lent is None)
     state.notes.extend(plan.notes)
     progress({"stage": "plan", "expected_s": plan.expected_s, "timing_iterations": plan.timing_iterations,
-              "trace_iterations": plan.trace_iterations, "repeat": spec.repeat, "iteration_s": plan.iteration_s})
+              "trace_iterations": plan.trace_iterations, "repeat": spec.repeat, "iteration_s": plan.iteration_s,
+              "notes": plan.notes})
     timing_window(callbacks, spec, state, deadline_ns, run_dir, progress, nvml=nvml, iterations=plan.timing_iterations,
                   quality=quality)
     if plan.trace_iterations > 0:
         trace_window(plan.trace_iterations)
         write_iterations(run_dir, state)
     state.stage = "gemm"
-    progress({"stage": "gemm", "done": 0, "total": 1})
     notes_before = len(state.notes)
-    ceiling = _unless_out_of_memory(gemm_ceiling, out_of_memory, "GEMM ceiling", state.notes)
-    if ceiling is not None:
-        rundir.atomic_write_json(run_dir / rundir.GEMM, ceiling)
+    if lent is None:
+        progress({"stage": "gemm", "done": 0, "total": 1})
+        ceiling = _unless_out_of_memory(gemm_ceiling, out_of_memory, "GEMM ceiling", state.notes)
+        if ceiling is not None:
+            rundir.atomic_write_json(run_dir / rundir.GEMM, ceiling)
     quality["clock_end"] = clock_mhz()
     rundir.atomic_write_json(run_dir / rundir.QUALITY, quality)
-    bandwidth = _unless_out_of_memory(memory_bandwidth, out_of_memory, "memory bandwidth", state.notes)
+    if lent is not None and lent.get("bandwidth"):
+        bandwidth = {**lent["bandwidth"], "provenance": lent["provenance"]}
+    else:  # a GPU's (None: its datasheet's), or the first point measured none
+        bandwidth = _unless_out_of_memory(memory_bandwidth, out_of_memory, "memory bandwidth", state.notes)
     if bandwidth is not None:
         rundir.atomic_write_json(run_dir / rundir.BANDWIDTH, bandwidth)
     if len(state.notes) > notes_before:
         write_iterations(run_dir, state)  # the notes saying why a measurement is missing
-    progress({"stage": "gemm", "done": 1, "total": 1})
+    if lent is None:
+        progress({"stage": "gemm", "done": 1, "total": 1})
 
 
 #: The profiler's cost on a traced iteration, for the duration estimate only: measured 0.95-1.56x on
@@ -175,7 +188,7 @@ class WindowPlan:
 
 
 def window_plan(spec: RunSpec, state: LoopState, gemm_s: float,
-                agree: Callable[[list[float]], list[float]] | None = None) -> WindowPlan:
+                agree: Callable[[list[float]], list[float]] | None = None, measure_after: bool = True) -> WindowPlan:
     """The windows' lengths: `--iterations`/`--trace-iterations`, cut so each timing repeat lasts about
     `--window-seconds` (and the trace window as long) at the stable phase's iteration time.
 
@@ -202,10 +215,35 @@ def window_plan(spec: RunSpec, state: LoopState, gemm_s: float,
     expected = None
     if iteration_s:
         lead_in = 1 if trace else 0
-        # The GEMM ceiling again after the windows, and the copy bandwidth: about as long as the first.
+        # The GEMM ceiling again after the windows, and the copy bandwidth: about as long as the first
+        # (neither in a sweep's later point: `measure_after` false).
         expected = (spec.repeat * timing * iteration_s + (trace + lead_in) * iteration_s * _TRACE_COST_FACTOR
-                    + 2 * gemm_s)
+                    + (2 * gemm_s if measure_after else 0.0))
     return WindowPlan(timing, trace, iteration_s, expected, notes)
+
+
+def _lent_ceilings(run_dir: Path, notes: list[str]) -> dict | None:
+    """What the sweep's first point lends this later point (profilers/ceilings.py, REUSED), with a note
+    saying what it measured less; None when the run measures everything (not a sweep point, or the first)."""
+    path = run_dir / REUSED
+    if not path.is_file():
+        return None
+    try:
+        lent = rundir.read_json(path, "what an earlier sweep point lends this one")
+    except ResultFormatError:
+        return None
+    if not isinstance(lent, dict) or not isinstance(lent.get("provenance"), str):
+        return None
+    if not isinstance(lent.get("bandwidth"), dict):
+        lent["bandwidth"] = None
+    if lent["bandwidth"]:
+        notes.append(f"GEMM ceiling measured before the windows only, and the copy bandwidth {lent['provenance']}, "
+                     "reused: a sweep measures them after the windows at its first point only (they depend on the "
+                     "device and dtype, not the batch)")
+    else:
+        notes.append(f"GEMM ceiling measured before the windows only: a sweep measures it after the windows at its "
+                     f"first point only (batch {lent.get('batch')})")
+    return lent
 
 
 def _agreed(callbacks: LoopCallbacks, flag: bool) -> bool:

@@ -10,7 +10,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tbd.core.comparison import Comparison, Gap, MetricComparison
+from tbd.core.comparison import ComparedRun, Comparison, Gap, MetricComparison
 from tbd.reports.console import NA, console_text, fit_names, new_console, plain_table
 from tbd.reports.numbers import fmt_bandwidth, fmt_duration, fmt_pct, fmt_rate, fmt_sig
 from tbd.reports.printable import printable
@@ -23,8 +23,14 @@ def fmt_ratio(value: float | None) -> str:
     return text if text == NA else f"{text}x"
 
 
-def fmt_metric(metric: MetricComparison, value: float | None) -> str:
-    """One metric value in its unit ("27.5 ms", "41.2 %", "1.5 GiB", "1,234 images/s")."""
+def unit_of(metric: MetricComparison, run: int | None) -> str:
+    """Run `run`'s unit of the figure: its own where the runs' differ (`MetricComparison.units`)."""
+    return metric.units[run] if metric.units and run is not None else metric.unit
+
+
+def fmt_metric(metric: MetricComparison, value: float | None, run: int | None = None) -> str:
+    """One metric value in its unit ("27.5 ms", "41.2 %", "1.5 GiB", "1,234 images/s"); `run`: whose value,
+    for a figure whose unit differs between runs (throughput: images/s and sentences/s)."""
     if value is None:
         return NA
     if metric.unit == "%":
@@ -35,19 +41,53 @@ def fmt_metric(metric: MetricComparison, value: float | None) -> str:
         return fmt_bytes(int(value))
     if metric.unit == "ranks":  # a count (the cluster's world size)
         return f"{int(value):,} ranks"
-    return f"{fmt_sig(value, 4)} {metric.unit}".rstrip()
+    return f"{fmt_sig(value, 4)} {unit_of(metric, run)}".rstrip()
+
+
+def fmt_interval(low: float | None, high: float | None) -> str:
+    """A ratio's 95 % interval: "1.81x-2.45x", "0.0217x-unbounded"; "" without one."""
+    if low is None:
+        return ""
+    return f"{fmt_ratio(low)}-{'unbounded' if high is None else fmt_ratio(high)}"
+
+
+def quality_word(run: ComparedRun) -> str:
+    """The run's measurement quality in one word: "reliable", "UNRELIABLE" or "unknown" (no quality record)."""
+    return {True: "reliable", False: "UNRELIABLE"}.get(run.reliable, "unknown")
+
+
+def unreliable_clause(comparison: Comparison, gap: Gap) -> str | None:
+    """"A is UNRELIABLE: the ratio may be far off" when either run of the gap is unreliable, else None."""
+    runs = [r for r in comparison.runs if r.label in (comparison.runs[0].label, gap.label) and r.reliable is False]
+    if not runs:
+        return None
+    who = " and ".join(r.label for r in runs)
+    return f"{who} {'is' if len(runs) == 1 else 'are'} UNRELIABLE (see the notes): the ratio may be far off"
+
+
+def speed_clause(gap: Gap) -> str:
+    """"this workload ran 2.10x as fast (throughput; 95 % interval 1.81x-2.45x)", or why there is no ratio."""
+    if gap.speed_ratio is None:
+        return f"speed ratio n/a ({gap.speed_reason})"
+    if gap.speed_ratio_low is not None:
+        interval = f"95 % interval {fmt_interval(gap.speed_ratio_low, gap.speed_ratio_high)}"
+        if gap.speed_interval_reason:
+            interval += f", {gap.speed_interval_reason}"
+    else:
+        interval = gap.speed_interval_reason or "no interval"
+    return f"this workload ran {fmt_ratio(gap.speed_ratio)} as fast ({gap.speed_basis}; {interval})"
 
 
 def gap_sentence(comparison: Comparison, gap: Gap) -> str:
-    """"B has 3.20x A's FP32 peak; this workload ran 2.10x faster (throughput); 60.0 % of the
-    kernel-time change per iteration is in aten::convolution_backward." from the Gap's fields."""
+    """"B has 3.20x A's FP32 peak; this workload ran 2.10x faster (throughput; 95 % interval 1.81x-2.45x);
+    60.0 % of the kernel-time change per iteration is in aten::convolution_backward." from the Gap's fields."""
     ref = comparison.runs[0].label
     parts = [f"{gap.label} has {fmt_ratio(gap.peak_ratio)} {ref}'s FP32 peak" if gap.peak_ratio is not None
              else f"{gap.label}'s FP32 peak ratio to {ref} is unknown"]
-    if gap.speed_ratio is not None:
-        parts.append(f"this workload ran {fmt_ratio(gap.speed_ratio)} as fast ({gap.speed_basis})")
-    else:
-        parts.append(f"speed ratio n/a ({gap.speed_reason})")
+    parts.append(speed_clause(gap))
+    caveat = unreliable_clause(comparison, gap)
+    if caveat and gap.speed_ratio is not None:
+        parts.append(caveat)
     if gap.kernel_time_delta_s is not None and gap.top_op is not None:
         way = "less" if gap.kernel_time_delta_s < 0 else "more"
         change = f"it spends {fmt_duration(abs(gap.kernel_time_delta_s))} {way} kernel time per iteration"
@@ -68,6 +108,8 @@ def render_comparison(comparison: Comparison, *, width: int, color: bool | None,
     if comparison.differences:
         out += [Text("Not only the device differs: " + printable("; ".join(comparison.differences)), style="bold"),
                 None]
+    warnings = [*unlike_lines(comparison), *unreliable_lines(comparison)]
+    out += [Text(printable(line), style="bold") for line in warnings] + ([None] if warnings else [])
     out += [_metrics_table(comparison), None]
     out += [Text(gap_sentence(comparison, g)) for g in comparison.gaps] + [None]
     if comparison.ops:
@@ -77,24 +119,47 @@ def render_comparison(comparison: Comparison, *, width: int, color: bool | None,
     return console_text(console, out)
 
 
+def unlike_lines(comparison: Comparison) -> list[str]:
+    """One line per run that is not the same workload as the first: no speed ratio, no op attribution."""
+    ref = comparison.runs[0].label
+    return [f"Not the same workload: {g.label} against {ref} ({g.not_comparable_reason}): the figures stand side by "
+            "side, their ratios are not speed-ups, and no change is attributed to ops" for g in comparison.gaps
+            if not g.comparable]
+
+
+def unreliable_lines(comparison: Comparison) -> list[str]:
+    """One line per unreliable run, with its first warning (the notes hold them all)."""
+    return [f"{r.label} is UNRELIABLE: {r.quality_warnings[0] if r.quality_warnings else 'see its profile'}"
+            for r in comparison.runs if r.reliable is False]
+
+
 def _runs_table(comparison: Comparison) -> Table:
     t = plain_table()
     t.add_column("Run")
-    t.add_column("Device", overflow="fold", min_width=12)
-    for header in ("Units", "Memory", "FP32 peak", "Bandwidth", "Batch"):
+    t.add_column("Name", overflow="fold", min_width=12)
+    for header in ("Units", "Memory", "FP32 peak", "Bandwidth"):
         t.add_column(header, justify="right", no_wrap=True)
-    t.add_column("Model", overflow="fold", min_width=12)
+    t.add_column("Quality", no_wrap=True)
     for run in comparison.runs:
         units = NA if run.compute_units is None else f"{run.compute_units} {run.compute_unit_name}"
         memory = NA if run.device_memory_bytes is None else fmt_bytes(run.device_memory_bytes)
-        t.add_row(run.label, printable(f"{run.device or NA}: {run.device_name or NA}"), units, memory,
-                  fmt_rate(run.peak_fp32_flops), fmt_bandwidth(run.memory_bandwidth),
-                  NA if run.batch is None else str(run.batch), printable(f"{run.model or NA} ({run.framework or NA})"))
+        t.add_row(run.label, printable(run.name or NA), units, memory, fmt_rate(run.peak_fp32_flops),
+                  fmt_bandwidth(run.memory_bandwidth), quality_word(run))
     return t
 
 
 def _sources(comparison: Comparison) -> list[RenderableType]:
-    return [Text(f"{run.label}: {printable(run.source)}", overflow="fold") for run in comparison.runs]
+    """"A: runs/x (pytorch on cuda:0)": where each run came from."""
+    return [Text(f"{run.label}: {printable(run.source)} ({printable(run.framework or NA)} on "
+                 f"{printable(run.device or NA)})", overflow="fold") for run in comparison.runs]
+
+
+def fmt_ratio_cell(metric: MetricComparison, i: int) -> str:
+    """Run i's ratio to the first with its 95 % interval where the metric has one: "2.10x, 1.81x-2.45x"."""
+    text = fmt_ratio(metric.ratios[i])
+    if metric.ratio_low and metric.ratio_low[i] is not None:
+        text += f", {fmt_interval(metric.ratio_low[i], metric.ratio_high[i])}"
+    return text
 
 
 def _metrics_table(comparison: Comparison) -> Table:
@@ -105,10 +170,10 @@ def _metrics_table(comparison: Comparison) -> Table:
     for m in comparison.metrics:
         if all(v is None for v in m.values):
             continue  # a figure no run has (NVML on CPU runs) says nothing side by side
-        cells = [fmt_metric(m, m.values[0])]
-        cells += [fmt_metric(m, v) + ("" if r is None else f" ({fmt_ratio(r)})") for v, r in zip(m.values[1:],
-                                                                                              m.ratios[1:])]
-        label = m.label + (f" ({m.unit})" if m.key == "throughput" else "")
+        cells = [fmt_metric(m, m.values[0], 0)]
+        cells += [fmt_metric(m, m.values[i], i) + ("" if m.ratios[i] is None else f" ({fmt_ratio_cell(m, i)})")
+                  for i in range(1, len(comparison.runs))]
+        label = m.label + (f" ({m.unit})" if m.key == "throughput" and not m.units else "")
         t.add_row(label, *cells)
     return t
 
@@ -147,7 +212,7 @@ def _signed_duration(seconds: float | None) -> str:
 
 #: CSV columns: one row per (metric or op, run), long format for pandas.
 CSV_COLUMNS = ("section", "key", "label", "unit", "run", "source", "value", "ratio_to_first", "reason", "util_pct",
-               "delta_s", "gap_share_pct")
+               "delta_s", "gap_share_pct", "run_name", "run_reliable", "ratio_low", "ratio_high")
 
 
 def comparison_csv(comparison: Comparison) -> str:
@@ -158,13 +223,20 @@ def comparison_csv(comparison: Comparison) -> str:
     runs = comparison.runs
     for m in comparison.metrics:
         for i, run in enumerate(runs):
-            writer.writerow(["metric", m.key, m.label, m.unit, run.label, run.source, _cell(m.values[i]),
-                             _cell(m.ratios[i]), m.reasons[i] or "", "", "", ""])
+            bounds = [_cell(m.ratio_low[i]), _cell(m.ratio_high[i])] if m.ratio_low else ["", ""]
+            writer.writerow(["metric", m.key, m.label, unit_of(m, i), run.label, run.source, _cell(m.values[i]),
+                             _cell(m.ratios[i]), m.reasons[i] or "", "", "", "", run.name, _reliable(run), *bounds])
     for o in comparison.ops:
         for i, run in enumerate(runs):
             writer.writerow(["op", o.op, o.op, "s/iteration", run.label, run.source, _cell(o.time_per_iteration_s[i]),
-                             "", "", _cell(o.util_pct[i]), _cell(o.delta_s[i]), _cell(o.gap_share_pct[i])])
+                             "", "", _cell(o.util_pct[i]), _cell(o.delta_s[i]), _cell(o.gap_share_pct[i]), run.name,
+                             _reliable(run), "", ""])
     return out.getvalue()
+
+
+def _reliable(run: ComparedRun) -> str:
+    """"true", "false" or "" (no quality record), as the JSON's reliable."""
+    return "" if run.reliable is None else str(run.reliable).lower()
 
 
 def _cell(value) -> str:

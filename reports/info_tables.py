@@ -11,35 +11,52 @@ data-set column wraps, between words.
 
 from __future__ import annotations
 
-import io
 from decimal import ROUND_HALF_UP, Decimal
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tbd.reports.console import console_text, new_console, plain_table
+from tbd.reports.console import console_text, legend_grid, new_console, plain_table
 from tbd.reports.printable import printable
 
 
 def render_env(rows: list[dict], *, width: int = 120) -> str:
-    """Frameworks x (usable, version, interpreter, GPU) as plain text."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("Framework", "Usable", "Version", "Interpreter", "GPU it would use"):
-        table.add_column(name, overflow="fold")
+    """Frameworks x (usable, version, GPU) as plain text, then each framework's interpreter (or why it is
+    not usable) on a line of its own: a path or an install hint is too long for a cell at 80 columns.
+
+    rows: `tbd.cli.commands.env.env_rows()`'s (framework, usable, version, python, gpu, reason).
+    """
+    table = plain_table(collapse_padding=True)
+    for name in ("Framework", "Usable", "Version", "GPU it would use"):
+        table.add_column(name, no_wrap=name != "GPU it would use")
     for r in rows:
-        usable = "yes" if r["usable"] else f"no: {r['reason']}"
-        table.add_row(r["framework"], usable, r["version"] or "-", r["python"] or "-",
-                      r["gpu"] or ("none (CPU)" if r["usable"] else "-"))
-    out = io.StringIO()
-    Console(file=out, width=width, color_system=None, force_terminal=False).print(table)
-    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
+        table.add_row(*(Text(printable(v)) for v in (
+            r["framework"], "yes" if r["usable"] else "no", r["version"] or "-",
+            r["gpu"] or ("none (CPU)" if r["usable"] else "-"))))
+    # A path folds only where it is longer than the line; the words around it wrap between words.
+    details = Table.grid(padding=(0, 1))
+    details.add_column(no_wrap=True)
+    details.add_column(overflow="fold")
+    for r in rows:
+        reason = f"{r['python']}" if r["python"] else "-"
+        if not r["usable"]:
+            reason = f"not usable: {r['reason'] or 'no reason given'}" + (f" ({r['python']})" if r["python"] else "")
+        details.add_row(Text(printable(f"{r['framework']}:")), Text(printable(reason)))
+    console = new_console(width, False)
+    return console_text(console, [table, None, Text("Interpreters", style="bold"), details])
 
 
 # (header, key of the row's "peak_flops")
 PEAK_COLUMNS = (("FP64", "fp64"), ("FP64 TC", "fp64_tensor"), ("FP32", "fp32"), ("TF32", "tf32"),
                 ("FP16", "fp16"), ("BF16", "bf16"), ("FP8", "fp8"), ("INT8", "int8"))
 ABSENT = "—"
+#: The GPU table's columns after the name, left to right.
+GPU_COLUMNS = ("Arch", "CC", "SMs/CUs", "MHz", *(h for h, _ in PEAK_COLUMNS), "TiB/s", "GiB")
+#: Dropped in this order until the table fits the width: the clock and unit counts first (the peaks
+#: follow from them), then what deep-learning training uses least; GPU, FP32, FP16, TiB/s and GiB stay.
+GPU_OPTIONAL_COLUMNS = ("MHz", "SMs/CUs", "FP64 TC", "Arch", "FP64", "CC", "INT8", "FP8", "TF32", "BF16")
+#: The vendor prefixes a row's name loses: each vendor's rows come under a line naming it.
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
 
 
 def _four_digits(value: float) -> str:
@@ -53,37 +70,71 @@ def _capability(cc) -> str:
     return f"{cc[0]}.{cc[1]}" if isinstance(cc, (list, tuple)) else str(cc)
 
 
+def _vendor(row: dict) -> str:
+    return VENDOR_NAMES.get(row["vendor"], str(row["vendor"]))
+
+
+def short_gpu_name(row: dict) -> str:
+    """The row's name without its vendor's prefix ("NVIDIA A100-SXM4-80GB" -> "A100-SXM4-80GB")."""
+    prefix = _vendor(row) + " "
+    name = str(row["name"])
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def _gpu_cells(row: dict) -> dict[str, str]:
+    """Every optional column's cell of one row."""
+    peaks = row["peak_flops"]
+    return {"Arch": str(row["architecture"]), "CC": _capability(row["compute_capability"]),
+            "SMs/CUs": str(row["sm_count"]), "MHz": str(row["boost_clock_mhz"]),
+            **{h: _four_digits(peaks[k] / 1e12) if k in peaks else ABSENT for h, k in PEAK_COLUMNS},
+            "TiB/s": _four_digits(row["memory_bandwidth_bytes_per_s"] / 2**40),  # binary, as every byte figure
+            "GiB": f"{row['memory_bytes'] / 2**30:g}"}
+
+
+def _gpu_table(rows: list[dict], dropped: list[str]) -> Table:
+    """The GPU table without the `dropped` columns: a line per vendor, then its GPUs."""
+    shown = [h for h in GPU_COLUMNS if h not in dropped]
+    table = plain_table(collapse_padding=True)
+    table.add_column("GPU", no_wrap=True)
+    for h in shown:
+        table.add_column(h, justify="left" if h == "Arch" else "right", no_wrap=True)
+    vendor = None
+    for r in rows:
+        if _vendor(r) != vendor:
+            vendor = _vendor(r)
+            table.add_row(Text(printable(vendor), style="bold"), *("" for _ in shown))
+        cells = _gpu_cells(r)
+        table.add_row(Text(printable(short_gpu_name(r))), *(Text(cells[h]) for h in shown))
+    return table
+
+
 def render_gpu_table(rows: list[dict], width: int = 120, color: bool | None = None) -> str:
-    """The GPU table as text at `width` columns.
+    """The GPU table as text at `width` columns: a line per GPU, the least needed columns dropped
+    (`GPU_OPTIONAL_COLUMNS`, in order) until it fits, and a line naming those dropped.
 
     Args:
         rows: `tbd.analysis.gpu_table.table_rows()`: peaks in FLOP/s (OP/s for int8), bandwidth in
-            bytes/s, memory in bytes. Shown as TFLOP/s (TOP/s), TB/s and GiB.
+            bytes/s, memory in bytes. Shown as TFLOP/s (TOP/s), TiB/s and GiB.
         width: characters per line.
         color: True for ANSI styles; False or None for plain text.
     """
-    table = Table(box=None, header_style="bold", pad_edge=False,
-                  title="dense peaks in TFLOP/s (INT8: TOP/s), no sparsity; bandwidth TB/s; memory GiB; "
-                        f"{ABSENT} where the vendor publishes none; sources: tbd gpus --json")
-    table.add_column("GPU", overflow="fold", ratio=1)
-    table.add_column("Vendor/arch", overflow="fold")
-    table.add_column("CC")
-    table.add_column("SMs/CUs", justify="right")
-    table.add_column("MHz", justify="right")
-    for header, _ in PEAK_COLUMNS:
-        table.add_column(header, justify="right", no_wrap=True)
-    table.add_column("TB/s", justify="right")
-    table.add_column("GiB", justify="right")
-    for r in rows:
-        peaks = [_four_digits(r["peak_flops"][k] / 1e12) if k in r["peak_flops"] else ABSENT
-                 for _, k in PEAK_COLUMNS]
-        table.add_row(r["name"], f"{r['vendor']} {r['architecture']}", _capability(r["compute_capability"]),
-                      str(r["sm_count"]), str(r["boost_clock_mhz"]), *peaks,
-                      _four_digits(r["memory_bandwidth_bytes_per_s"] / 1e12), f"{r['memory_bytes'] / 2**30:g}")
-    out = io.StringIO()
-    Console(file=out, width=width, color_system="standard" if color else None, force_terminal=bool(color),
-            highlight=False).print(table)
-    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
+    console = new_console(width, bool(color))
+    dropped: list[str] = []
+    unbounded = console.options.update_width(10 * width)  # the width the table wants, not the one it gets
+    for column in GPU_OPTIONAL_COLUMNS:
+        if console.measure(_gpu_table(rows, dropped), options=unbounded).maximum <= width:
+            break
+        dropped.append(column)
+    shown = set(GPU_COLUMNS) - set(dropped)
+    legend = [("peaks", "dense, no sparsity, in TFLOP/s (INT8: TOP/s)" + ("; TC: tensor cores" * ("FP64 TC" in shown))
+                        + f"; {ABSENT}: the vendor publishes none"),
+              ("TiB/s", "memory bandwidth; GiB: memory size"
+                       + ("; CC: compute capability (AMD: the gfx target)" * ("CC" in shown)))]
+    if dropped:
+        legend.append(("not shown", f"{', '.join(dropped)} (at {width} columns; a wider terminal shows them)"))
+    legend.append(("sources", "tbd gpus --json (with the full names, FLOP/s and bytes)"))
+    return console_text(console, [Text("GPUs whose peaks tbd knows", style="bold"), _gpu_table(rows, dropped),
+                                  legend_grid(legend)])
 
 
 #: The cell of a model x framework: it runs here, its framework is missing here, or it has no port.

@@ -7,11 +7,12 @@ trailing zeros, since they say how precise it is ("2.00 s"). Integer parts are n
 away: 12,345 stays "12,345", not "12,300".
 
 Units with a prefix pick the prefix from the rounded value, so 999.96 GFLOP/s is "1.00 TFLOP/s",
-never "1,000 GFLOP/s". Rates, byte counts and bandwidths use decimal SI prefixes (k, M, G, T, P),
-as GPU vendors quote peak FLOP/s and memory bandwidth; memory sizes are in binary units
-(`fmt_bytes`: KiB, MiB, GiB), as allocators and `nvidia-smi` count them. Prose that analysis wrote
-with exact byte counts ("1728712 B", exact in profile.json) is given the same units for a reader
-by `byte_counts_in_words`.
+never "1,000 GFLOP/s". Rates use decimal SI prefixes (k, M, G, T, P), as GPU vendors quote peak
+FLOP/s. Bytes use one unit system everywhere, binary, as allocators and `nvidia-smi` count memory:
+memory sizes (`fmt_bytes`: KiB, MiB, GiB, a fixed decimal), bytes a kernel moves (`fmt_byte_amount`,
+significant digits) and bandwidths (`fmt_bandwidth`: GiB/s, TiB/s; a V100's datasheet "900 GB/s" is
+838 GiB/s). Prose that analysis wrote with exact byte counts ("1728712 B", exact in profile.json) is
+given the same units for a reader by `byte_counts_in_words`.
 
 None, NaN and ±infinity print as "n/a"; "nan", "inf" and "-0" never appear. Renderers format,
 never compute: each function takes a finished figure and only chooses how to write it.
@@ -27,6 +28,7 @@ from tbd.core.errors import UsageError
 
 NA = "n/a"
 SI_PREFIXES = ("", "k", "M", "G", "T", "P")
+BINARY_PREFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi")
 #: Magnitudes written positionally; beyond them "1.23e-07" keeps a stray value readable.
 _SMALLEST_EXP, _LARGEST_EXP = -6, 15
 #: The smallest share worth a figure: below it, "<0.01 %".
@@ -107,16 +109,23 @@ def fmt_pct(value, digits: int = 3, suffix: str = " %") -> str:
     return fmt_sig(number, digits) + suffix
 
 
-def _fmt_si(value, unit: str, digits: int) -> str:
-    """`value` with the SI prefix that keeps its rounded mantissa in [1, 1000) (from P up, larger)."""
+def _unprefixed(value, unit: str, below: int) -> tuple[str | None, float]:
+    """The text of a value no prefix is for (an exact count below `below`, kept exact: "512 B"; zero; not
+    a number: n/a), else (None, the value as a float)."""
     whole = _whole(value)
-    if whole is not None and abs(whole) < 1000:
-        return f"{whole} {unit}"  # an exact count below the first prefix stays exact: "512 B"
+    if whole is not None and abs(whole) < below:
+        return f"{whole} {unit}", 0.0
     number = _finite(value)
     if number is None:
-        return NA
-    if number == 0:
-        return f"0 {unit}"
+        return NA, 0.0
+    return (f"0 {unit}", 0.0) if number == 0 else (None, number)
+
+
+def _fmt_si(value, unit: str, digits: int) -> str:
+    """`value` with the SI prefix that keeps its rounded mantissa in [1, 1000) (from P up, larger)."""
+    text, number = _unprefixed(value, unit, 1000)
+    if text is not None:
+        return text
     step = min(max(_exponent(number, digits) // 3, 0), len(SI_PREFIXES) - 1)
     return f"{fmt_sig(number / 1000 ** step, digits)} {SI_PREFIXES[step]}{unit}"
 
@@ -126,14 +135,28 @@ def fmt_rate(value, unit: str = "FLOP/s", digits: int = 3) -> str:
     return _fmt_si(value, unit, digits)
 
 
-def fmt_bytes_si(value, digits: int = 3) -> str:
-    """Bytes in decimal units: 1.55e12 -> "1.55 TB", 9e11 -> "900 GB", 512 -> "512 B"."""
-    return _fmt_si(value, "B", digits)
+def _fmt_binary(value, unit: str, digits: int) -> str:
+    """`value` with the binary prefix that keeps its rounded mantissa in [1, 1024) (from Pi up, larger)."""
+    text, number = _unprefixed(value, unit, 1024)
+    if text is not None:
+        return text
+    step = 0
+    while step < len(BINARY_PREFIXES) - 1 and (abs(number / 1024 ** step) >= 1024 or  # as written, rounded
+                                                abs(float(fmt_sig(number / 1024 ** step, digits).replace(",", "")))
+                                                >= 1024):
+        step += 1
+    return f"{fmt_sig(number / 1024 ** step, digits)} {BINARY_PREFIXES[step]}{unit}"
+
+
+def fmt_byte_amount(value, digits: int = 3) -> str:
+    """Bytes in binary units to `digits` significant digits: 2**40 -> "1.00 TiB", 9e11 -> "838 GiB", 512 -> "512 B"."""
+    return _fmt_binary(value, "B", digits)
+
 
 
 def fmt_bandwidth(value, digits: int = 3) -> str:
-    """Bytes per second in decimal units, as vendors print them: 1.555e12 -> "1.56 TB/s"."""
-    return _fmt_si(value, "B/s", digits)
+    """Bytes per second in binary units, as every byte figure: 9e11 -> "838 GiB/s", 3.35e12 -> "3.05 TiB/s"."""
+    return _fmt_binary(value, "B/s", digits)
 
 
 def fmt_duration(seconds, digits: int = 3) -> str:

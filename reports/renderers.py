@@ -48,7 +48,7 @@ from tbd.reports.html.run_page import profile_html
 from tbd.reports.html.sweep_page import sweep_html
 from tbd.reports.html.tta_page import tta_html
 from tbd.reports.kernels.export import kernels_csv, kernels_json
-from tbd.reports.kernels.tables import render_kernel_detail, render_kernel_report
+from tbd.reports.kernels.tables import RECOVERABLE, render_kernel_detail, render_kernel_report
 from tbd.reports.profile_export import profile_csv
 from tbd.reports.sweep_table import render_sweep, sweep_csv
 from tbd.reports.terminal import render_profile
@@ -135,12 +135,13 @@ class ProfileRenderer(Renderer):
 
     profile: Profile
     top: int = 10
+    ranking: str = RECOVERABLE  # the kernel ranking of the text (reports.kernels.tables.RANKINGS)
     kind: ClassVar[str] = "profile"
     noun: ClassVar[str] = "a run's profile"
     formats: ClassVar[tuple[str, ...]] = FORMATS
 
     def text(self, *, width: int = DEFAULT_WIDTH, color: bool | None = False) -> str:
-        return render_profile(self.profile, width=width, color=color, top=self.top)
+        return render_profile(self.profile, width=width, color=color, top=self.top, ranking=self.ranking)
 
     def document(self) -> dict[str, Any]:
         return self.profile.to_dict()
@@ -224,6 +225,7 @@ class KernelRenderer(Renderer):
 
     drilldown: KernelDrilldown
     top: int = 10
+    ranking: str = RECOVERABLE  # the kernel ranking of the text (reports.kernels.tables.RANKINGS)
     kind: ClassVar[str] = "kernels"
     noun: ClassVar[str] = "a kernel drill-down"
     formats: ClassVar[tuple[str, ...]] = ("text", "json", "csv")
@@ -232,7 +234,7 @@ class KernelRenderer(Renderer):
         d = self.drilldown
         if d.detail:
             return render_kernel_detail(d.rows, d.profile, width=width, color=color)
-        text = render_kernel_report(d.profile, top=self.top, width=width, color=color)
+        text = render_kernel_report(d.profile, top=self.top, width=width, color=color, ranking=self.ranking)
         return text + "".join(f"note: {n}\n" for n in d.notes)
 
     def document(self) -> dict[str, Any]:

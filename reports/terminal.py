@@ -1,8 +1,9 @@
 """The terminal report: a finished `Profile` as text, a kernel engineer's first screen.
 
 Sections, top to bottom: header (run, device, status; a PARTIAL run gets a loud banner), the
-iterations line (warm-up, stability, windows), the metrics table, memory, the kernels by time and
-the two rankings (compute-bound: the paper's Table V; memory-bound), notes. Every figure comes from the Profile as analysis computed it; this
+iterations line (warm-up, stability, windows), the metrics table, memory, the kernels by time, the
+ranking (by the time that could be won back; or, `--ranking table-v`, the paper's Table V: compute-bound, then
+memory-bound), the recommendations the figures show, notes. Every figure comes from the Profile as analysis computed it; this
 module only chooses units and layout (docs/architecture.md: reports/ computes nothing). A null
 figure prints as "n/a — <reason>".
 """
@@ -24,6 +25,7 @@ from tbd.core.profile_result import (
     MEMORY_CATEGORIES,
     PARTIAL,
     FlopUtil,
+    GpuIdle,
     Iterations,
     Memory,
     NoFlopFormula,
@@ -43,7 +45,7 @@ from tbd.reports.console import (
     shorten_middle,
 )
 from tbd.reports.counters_text import counters_section
-from tbd.reports.kernels.tables import rankings, time_table
+from tbd.reports.kernels.tables import RECOVERABLE, rankings, time_table
 from tbd.reports.numbers import byte_counts_in_words, fmt_bytes, fmt_pct_cell, fmt_seconds_cell
 from tbd.reports.printable import printable
 from tbd.reports.quality_text import machine_parts, throughput_detail
@@ -108,8 +110,7 @@ def _iterations(profile: Profile) -> list[RenderableType]:
     # some iterations before it decides (docs/warmup.md), so the line gives both. A profile from
     # before `warmup_run` knew only the start.
     run = it.warmup_run if it.warmup_run is not None else it.warmup
-    run_s = math.fsum(it.times_s[:run]) if it.warmup_run is not None and len(it.times_s) >= run else it.warmup_s
-    ran = f"warm-up: {run} iterations run in {run_s:.2f} s"
+    ran = f"warm-up: {run} iterations run in {it.warmup_run_time_s:.2f} s"
     if it.stable is False:  # the detector's budget ran out (warmup_detected False, or True in older profiles)
         line = Text(f"{ran} · stable: ")
         line.append("NO", style=LOUD)
@@ -198,48 +199,72 @@ GPU_BUSY_RUN_DETAIL = "kernel time per traced iteration / untraced iteration tim
 GPU_BUSY_TRACED_DETAIL = "kernel-interval union / traced wall time, which the tracer stretches on the host"
 
 
-def _metrics(profile: Profile) -> list[RenderableType]:
+def metric_rows(profile: Profile) -> list[tuple[str, str, str]]:
+    """The metrics table's rows as text: (metric, value, detail), in the order printed.
+
+    The run page (reports/html/run_page.py) shows these same strings, so the two never disagree.
+    """
     m = profile.metrics
     noun = kernel_noun(profile)
-    table = plain_table()
-    table.add_column("Metric")
-    table.add_column("Value", justify="right", no_wrap=True)
-    table.add_column("Detail")
+    rows: list[tuple[str, str, str]] = []
     tp = m.throughput
     also = printable(", ".join(f"{_fmt_rate(v)} {unit}" for unit, v in tp.also.items()))
-    table.add_row("Throughput", printable(f"{_fmt_rate(tp.value)} {tp.unit}") if tp.value is not None else NA,
-                  _na(tp.reason) if tp.value is None else throughput_detail(tp, also, _fmt_rate, lambda v: f"{fmt_pct_cell(v)} %"))
-    rows: list[tuple[str, Value, str]] = [
+    rows.append(("Throughput", printable(f"{_fmt_rate(tp.value)} {tp.unit}") if tp.value is not None else NA,
+                 _na(tp.reason) if tp.value is None else throughput_detail(tp, also, _fmt_rate,
+                                                                           lambda v: f"{fmt_pct_cell(v)} %")))
+    busy: list[tuple[str, Value, str]] = [
         ("GPU busy", m.gpu_busy_pct, GPU_BUSY_DETAIL if m.gpu_busy_traced_pct is None else GPU_BUSY_RUN_DETAIL),
         *([("GPU busy, as traced", m.gpu_busy_traced_pct, GPU_BUSY_TRACED_DETAIL)]
           if m.gpu_busy_traced_pct is not None else []),
         ("NVML utilization.gpu", m.gpu_busy_nvml_pct, "driver samples, timing window"),
     ]
-    for label, value, detail in rows:
-        table.add_row(label, *_value_cells(value, detail))
+    rows += [(label, *_value_cells(value, detail)) for label, value, detail in busy]
+    rows += _idle_rows(m.gpu_idle)
     flop = m.flop_util_pct
     if flop.value is not None:
         detail = f"{flop.source}: {fmt_flops(flop.flops, 'FLOP')} in {fmt_seconds_cell(flop.busy_s)} busy"
         if flop.by_precision:
             detail += ": the seconds at peak below over the busy time"
-        table.add_row("FLOP utilization", f"{fmt_pct_cell(flop.value)} %", detail)
+        rows.append(("FLOP utilization", f"{fmt_pct_cell(flop.value)} %", detail))
     else:
-        table.add_row("FLOP utilization", NA, _na(flop.reason))
-    for label, value, detail in _flop_term_rows(flop):
-        table.add_row(label, value, detail)
+        rows.append(("FLOP utilization", NA, _na(flop.reason)))
+    rows += _flop_term_rows(flop)
     peak = fmt_flops(flop.peak_flops) if flop.peak_flops is not None else NA
-    table.add_row("FP32 peak FLOP/s", peak, _peak_detail(flop) if flop.peak_flops is not None
-                  else _na(flop.hardware_peak_reason))
+    rows.append(("FP32 peak FLOP/s", peak, _peak_detail(flop) if flop.peak_flops is not None
+                 else _na(flop.hardware_peak_reason)))
     if flop.unattributed_busy_pct is not None:
-        table.add_row("No FLOP formula", f"{fmt_pct_cell(flop.unattributed_busy_pct)} %",
-                      f"busy time in {noun} with no FLOP formula" + (", by cause:" if m.no_flop_formula and
-                                                                     m.no_flop_formula.causes else ""))
-        for cause, value, detail in _flop_gap_rows(m.no_flop_formula):
-            table.add_row(cause, value, detail)
+        rows.append(("No FLOP formula", f"{fmt_pct_cell(flop.unattributed_busy_pct)} %",
+                     f"busy time in {noun} with no FLOP formula" + (", by cause:" if m.no_flop_formula and
+                                                                    m.no_flop_formula.causes else "")))
+        rows += _flop_gap_rows(m.no_flop_formula)
     else:
-        table.add_row("No FLOP formula", NA, _na(flop.reason))
-    table.add_row("CPU utilization", *_value_cells(m.cpu_util_pct, _cpu_detail(profile.quality)))
+        rows.append(("No FLOP formula", NA, _na(flop.reason)))
+    rows.append(("CPU utilization", *_value_cells(m.cpu_util_pct, _cpu_detail(profile.quality))))
+    return rows
+
+
+def _metrics(profile: Profile) -> list[RenderableType]:
+    table = plain_table()
+    table.add_column("Metric")
+    table.add_column("Value", justify="right", no_wrap=True)
+    table.add_column("Detail")
+    for row in metric_rows(profile):
+        table.add_row(*row)
     return [Text("Metrics", style="bold"), table]
+
+
+def run_lines(profile: Profile) -> list[str]:
+    """The lines under the header as plain text: warm-up and stability, the windows, the machine.
+
+    The run page shows them word for word; the loud NOT STABLE line is left out (a page shows it as a banner).
+    """
+    return [t.plain for t in (*_iterations(profile), *_measurement(profile))
+            if isinstance(t, Text) and not t.plain.startswith("!!")]
+
+
+def memory_reason_lines(mem: Memory) -> list[str]:
+    """The reasons under the memory table as printed, one clause said once ("weights, gradients: n/a — why")."""
+    return [printable(f"{', '.join(names)}: {text}") for names, text in _memory_reasons(mem)]
 
 
 _GAP_LABELS = {"communication": "· communication", "compiled_region": "· compiled regions",
@@ -262,6 +287,38 @@ def _flop_gap_rows(gaps: NoFlopFormula | None) -> list[tuple[str, str, str]]:
                                        for o in gap.ops)
         label = _GAP_LABELS.get(gap.cause, f"· {shorten_middle(printable(gap.cause), _GAP_NAME_CHARS)}")
         rows.append((label, f"{fmt_pct_cell(gap.pct)} %", detail))
+    return rows
+
+
+_IDLE_LABELS = {"host_bound": ("· host bound", "next kernel launched after the GPU ran dry"),
+                "synchronisation": ("· synchronisation", "host blocked in a Synchronize call, then launching"),
+                "memcpy": ("· memcpy", "a memcpy or memset ran, no kernel"),
+                "launch_gap": ("· launch gaps", "next kernel queued, gap < {gap}"),
+                "other": ("· other", "next kernel queued, waited longer: an event, another stream")}
+
+
+def _idle_rows(idle: GpuIdle | None) -> list[tuple[str, str, str]]:
+    """GPU idle time in the trace window and its causes (analysis.idle_time), each a share of the idle time."""
+    if idle is None:
+        return []
+    rows = [("GPU idle", f"{fmt_pct_cell(idle.idle_pct)} %",
+             f"{fmt_seconds_cell(idle.idle_s)} of {fmt_seconds_cell(idle.window_s)} traced, {idle.gaps} gaps"
+             + (", by cause:" if idle.idle_s else ""))]
+    if not idle.idle_s:
+        return rows
+    unread = []
+    for cause, seconds in idle.seconds.items():
+        if seconds is None:
+            unread.append(cause)
+            continue
+        label, detail = _IDLE_LABELS[cause]
+        share = idle.share_pct.get(cause)
+        rows.append((label, f"{fmt_pct_cell(share)} %" if share is not None else NA,
+                     f"{fmt_seconds_cell(seconds)}: " + detail.format(gap=fmt_seconds_cell(idle.launch_gap_ns / 1e9))))
+    if unread:
+        short = {"synchronisation": "sync"}  # the label column stays as narrow as the other metrics' names
+        rows.append(("· " + ", ".join(short.get(c, c) for c in unread), NA,
+                     f"{', '.join(unread)}: not in this trace's records, inside the others"))
     return rows
 
 
@@ -403,6 +460,18 @@ def _notes(profile: Profile) -> list[RenderableType]:
     return [Text("Notes", style="bold"), grid]
 
 
+def _recommendations(profile: Profile) -> list[RenderableType]:
+    """The recommendations analysis found the figures show, each with the figures it rests on in its text."""
+    if not profile.recommendations:
+        return []
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for rec in profile.recommendations:
+        grid.add_row("  -", Text(printable(rec.text)))
+    return [Text("Recommendations", style="bold"), grid]
+
+
 def _kernels_pointer(profile: Profile) -> Text:
     """Where the rest of the kernel drill-down is: `tbd kernels` (its launch and ncu parts are GPU-only)."""
     what = ("launch configuration, roofline and Nsight Compute commands" if kernel_noun(profile) == "kernels"
@@ -410,12 +479,14 @@ def _kernels_pointer(profile: Profile) -> Text:
     return Text(f"`tbd kernels RUN`: {what}.", style="dim")
 
 
-def render_profile(profile: Profile, *, width: int = 100, color: bool | None = False, top: int = 10) -> str:
+def render_profile(profile: Profile, *, width: int = 100, color: bool | None = False, top: int = 10,
+                   ranking: str = RECOVERABLE) -> str:
     """The whole terminal report for `profile`, as text.
 
     Args: width, in terminal cells (long kernel names are shortened in the middle to fit);
     color, ANSI styling: True, False (deterministic plain text) or None (if stdout is a terminal);
-    top, rows in each kernel table.
+    top, rows in each kernel table; ranking, the kernel ranking shown (`reports.kernels.tables.RANKINGS`:
+    the time that could be won back, or the paper's Table V).
     Returns the rendered text, ending in a newline.
     """
     if top < 1:
@@ -427,7 +498,8 @@ def render_profile(profile: Profile, *, width: int = 100, color: bool | None = F
         *counters_section(console, profile.counters, top, fmt_flops), *([None] if profile.counters else []),
         *_memory(profile.metrics.memory_bytes), None,
         *time_table(console, profile, top), None,
-        *rankings(console, profile, top), None, _kernels_pointer(profile),
+        *rankings(console, profile, top, ranking), None,
+        *(_recommendations(profile) + [None] if profile.recommendations else []), _kernels_pointer(profile),
     ]
     notes = _notes(profile)
     if notes:
@@ -438,4 +510,4 @@ def render_profile(profile: Profile, *, width: int = 100, color: bool | None = F
     return text
 
 
-__all__ = ["render_profile", "fmt_bytes", "fmt_flops"]
+__all__ = ["render_profile", "fmt_bytes", "fmt_flops", "memory_reason_lines", "metric_rows", "run_lines"]

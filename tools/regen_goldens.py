@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _load_goldens() -> dict:
     """The `GOLDENS` table (file name -> callable returning text) of tests/unit/test_reports.py."""
+    sys.path.insert(0, str(ROOT / "tests"))  # its helpers (testpaths), as pytest's conftest puts them
     spec = importlib.util.spec_from_file_location("_tbd_test_reports", ROOT / "tests" / "unit" / "test_reports.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -74,6 +74,7 @@ data movement).
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable
 
 from tbd.analysis.flops.args import Unparseable, input_shape, numel
@@ -187,6 +188,25 @@ _TABLE: dict[str, Callable[[OpShapes], float]] = _build_table()
 
 #: Names of the ops that have a formula.
 FORMULA_OPS: frozenset[str] = frozenset(_TABLE)
+
+
+#: Ops that do no arithmetic of their own, by exact Kineto name: the data movement of ZERO_OPS (with its in-place
+#: and PyTorch's unprefixed `detach` spellings; resolve_conj/resolve_neg return their input unless it is lazily
+#: conjugated or negated), and autograd's bookkeeping, whose arithmetic its ATen ops do: the
+#: nodes (ReluBackward0, AccumulateGrad) and the engine's `evaluate_function:` around each.
+NO_ARITHMETIC_OPS: frozenset[str] = frozenset(
+    [f"aten::{name}" for name in ZERO_OPS] + [f"aten::{name}_" for name in ZERO_OPS if not name.endswith("_")]
+    + ["detach", "detach_", "aten::resolve_conj", "aten::resolve_neg", "aten::set_", "aten::record_stream"])
+_AUTOGRAD = re.compile(r"autograd::engine::evaluate_function: .*|(?:torch::autograd::)?(?:\w+Backward\d*|"
+                       r"AccumulateGrad|CopySlices|GraphRoot|Error|NotImplemented|UndefinedGradBackward)")
+
+
+def does_no_arithmetic(name: str) -> bool:
+    """Whether the op `name` (an exact Kineto name) does no arithmetic in its own time: data movement or
+    bookkeeping (NO_ARITHMETIC_OPS, autograd's nodes and engine). Its op's FLOPs are never its, on the CPU
+    where a row is an op's self time: `aten::empty` or `detach` under an `aten::addmm` takes no share of the
+    GEMM, and `ReluBackward0`'s work is counted where its ATen op (`aten::threshold_backward`) is."""
+    return name in NO_ARITHMETIC_OPS or _AUTOGRAD.fullmatch(name) is not None
 
 
 def has_formula(name: str) -> bool:

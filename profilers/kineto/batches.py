@@ -26,6 +26,7 @@ from tbd.profilers.kineto.columns import (
     MemoryColumns,
     OpColumns,
     Signature,
+    SpanColumns,
     StepColumns,
 )
 from tbd.profilers.kineto.completion import uses_sequence
@@ -122,6 +123,8 @@ class ColumnBuilder:
         self.pid_codes: dict = _numbering()
         self.tid_codes: dict = _numbering()
         self.thread_keys = _ThreadKeys(self.pid_codes, self.tid_codes)
+        self.tid_table = np.zeros(0, dtype=np.int64)  # tid code -> the tid as an int (`_tid_values`)
+        self.sync_table = np.zeros(0, dtype=bool)  # name code -> a synchronisation call's name (`_sync_spans`)
         self.stack_codes: dict = _numbering(None)  # "Call stack" text -> code; 0: none
         self.uses_sequence: list[bool] = []  # name code -> its ops' sequence numbers are read
         self.sequence_table = np.zeros(0, dtype=bool)  # the same as an array
@@ -152,7 +155,7 @@ class ColumnBuilder:
             ops, op_names = [ev for ev, s in zip(ops, step.tolist()) if not s], op_names[~step]
         spans = [self._ops(ops, op_names), self._steps(steps), self._launches(launches), self._kernels(kernels),
                  self._memory(memory), self._python(python), self._annotations(marks),
-                 self._lenient_spans(copies + other)]
+                 self._copy_spans(copies), self._lenient_spans(other)]
         starts = [s for s, _ in spans if s.size]
         if starts:
             lo = min(int(s.min()) for s in starts)
@@ -200,6 +203,12 @@ class ColumnBuilder:
         pairs = zip(map(_PID, events), map(_TID, events))
         return np.fromiter(map(self.thread_keys.__getitem__, pairs), dtype=np.int64, count=len(events))
 
+    def _tid_values(self) -> np.ndarray:
+        """The tid of each tid code as `_ints` reads one (-1 if unreadable): Python once per distinct tid."""
+        if len(self.tid_codes) > len(self.tid_table):
+            self.tid_table = self._ints(list(self.tid_codes))
+        return self.tid_table
+
     # -- per kind: each puts its columns and returns its events' (start, end) ns -------------
 
     def _times(self, events: list[Event], field: str, what: str) -> np.ndarray:
@@ -235,6 +244,26 @@ class ColumnBuilder:
             dur = np.maximum(dur, 0)
         return dur
 
+    def _copy_spans(self, copies: list[Event]) -> tuple[np.ndarray, np.ndarray]:
+        """memcpy/memset spans, read as leniently as the timed extent: kept as columns (GPU idle time on copies)."""
+        start, end = self._lenient_spans(copies)
+        if start.size:
+            self._put("copy.start", start)
+            self._put("copy.end", end)
+        return start, end
+
+    def _sync_spans(self, launches: list[Event]) -> None:
+        """The runtime's synchronisation calls among `launches` (a name ending "Synchronize": cudaStreamSynchronize,
+        cudaDeviceSynchronize, cudaEventSynchronize, hip...), kept as spans: the host blocked until the GPU drained."""
+        names = self._codes(self.name_codes, list(map(_NAME, launches)))
+        if len(self.name_codes) > len(self.sync_table):  # Python once per distinct name
+            self.sync_table = np.array([isinstance(n, str) and n.endswith("Synchronize") for n in self.name_codes])
+        if names.size and self.sync_table[names].any():
+            syncs = [launches[i] for i in np.flatnonzero(self.sync_table[names]).tolist()]
+            start, end = self._lenient_spans(syncs)
+            self._put("sync.start", start)
+            self._put("sync.end", end)
+
     def _lenient_spans(self, events: list[Event]) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of events read only for the timed extent; unreadable times are skipped."""
         events = [ev for ev in events if ev.ts is not None]
@@ -264,8 +293,9 @@ class ColumnBuilder:
         self._put("op.name", names)
         self._put("op.start", start)
         self._put("op.dur", dur)
-        self._put("op.thread", self._threads(ops))
-        self._put("op.tid", self._ints(list(map(_TID, ops))))
+        thread = self._threads(ops)
+        self._put("op.thread", thread)
+        self._put("op.tid", self._tid_values()[thread & 0xFFFFFFFF])  # the tid code is the key's low half
         args = list(map(_ARGS, ops))
         if None in args:  # "args": null
             args = [NO_ARGS if a is None else a for a in args]
@@ -319,6 +349,7 @@ class ColumnBuilder:
         return start, start + dur
 
     def _launches(self, launches: list[Event]) -> tuple[np.ndarray, np.ndarray]:
+        self._sync_spans(launches)
         events = [ev for ev in launches if ev.ts is not None] if None in map(_TS, launches) else launches
         start, end, ok = _lenient_times(events, all_x=True)
         args = list(map(_ARGS, launches))
@@ -425,6 +456,77 @@ class ColumnBuilder:
         self._put("memory.device", device)
         return True
 
+    # -- two builders of one trace ------------------------------------------------------------
+
+    def state(self) -> dict:
+        """What `absorb` takes: the columns and every table their codes refer to (picklable: a forked
+        child's builder sends it to the parent, profilers.kineto.decode)."""
+        return {"names": list(self.name_codes), "shapes": list(self.shape_codes),
+                "signatures": list(self.signature_codes), "pids": list(self.pid_codes),
+                "tids": list(self.tid_codes), "stacks": list(self.stack_codes),
+                "parts": {k: np.concatenate(v) for k, v in self.parts.items()}, "copies": self.copies,
+                "categories": self.categories, "memory_problem": self.memory_problem,
+                "timed": (self.timed_start, self.timed_end), "negative_durations": self.negative_durations}
+
+    def absorb(self, state: dict) -> None:
+        """Append the columns of the events that follow this builder's in the file, read by another
+        builder (its `state()`): its codes are renumbered into this builder's tables (new keys in
+        its order), so that the result is one builder's of the whole (`build` numbers them alike)."""
+        name = self._codes(self.name_codes, state["names"])
+        shape = self._codes(self.shape_codes, state["shapes"])
+        keys = np.array(state["signatures"], dtype=np.int64).reshape(-1)
+        signature = self._codes(self.signature_codes,
+                                ((name[keys >> 32].astype(np.int64) << 32) | shape[keys & _LOW]).tolist())
+        pid, tid = self._codes(self.pid_codes, state["pids"]), self._codes(self.tid_codes, state["tids"])
+        stack = self._codes(self.stack_codes, state["stacks"])
+        if state["memory_problem"] and not self.memory_problem:  # as one builder would: no memory columns at all
+            self.memory_problem = state["memory_problem"]
+            self.parts = {k: v for k, v in self.parts.items() if not k.startswith("memory.")}
+        for column, values in state["parts"].items():
+            if column.startswith("memory.") and self.memory_problem:
+                continue
+            if column in _NAME_COLUMNS:
+                values = name[values]
+            elif column in _THREAD_COLUMNS:
+                values = (pid[values >> 32].astype(np.int64) << 32) | tid[values & _LOW]
+            elif column == "op.signature":
+                values = signature[values]
+            elif column == "op.stack":
+                values = stack[values]
+            self._put(column, values)
+        self.copies += state["copies"]
+        self.categories |= state["categories"]
+        self.negative_durations += state["negative_durations"]
+        start, end = state["timed"]
+        if start is not None:
+            self.timed_start = start if self.timed_start is None else min(self.timed_start, start)
+        if end is not None:
+            self.timed_end = end if self.timed_end is None else max(self.timed_end, end)
+
+    def _renumbered(self) -> None:
+        """Names, signatures, pids and tids numbered in sorted order of what they stand for, the columns
+        with them: the codes then do not depend on how the events were batched or split between
+        processes (first appearance in a batch would), and every reading of one trace gives the same
+        columns. Shape and stack codes already follow the ops' file order."""
+        names = list(self.name_codes)
+        name = _rank(names)
+        signature_keys = np.array(list(self.signature_codes), dtype=np.int64).reshape(-1)
+        renamed = (name[signature_keys >> 32] << 32) | (signature_keys & _LOW)
+        signature = np.empty(len(renamed), dtype=np.int64)
+        signature[np.argsort(renamed)] = np.arange(len(renamed))
+        pid, tid = _rank(list(self.pid_codes)), _rank(list(self.tid_codes))
+        for column, parts in self.parts.items():
+            if column in _NAME_COLUMNS:
+                self.parts[column] = [name[np.concatenate(parts)]]
+            elif column in _THREAD_COLUMNS:
+                values = np.concatenate(parts)
+                self.parts[column] = [(pid[values >> 32] << 32) | tid[values & _LOW]]
+            elif column == "op.signature":
+                self.parts[column] = [signature[np.concatenate(parts)]]
+        self.name_codes = dict(zip(sorted(names, key=_sort_key), range(len(names))))
+        self.signature_codes = dict(zip(np.sort(renamed).tolist(), range(len(renamed))))
+        self.pid_codes = self.tid_codes = None  # spent: the thread keys now hold the ranks
+
     # -- the whole trace --------------------------------------------------------------------
 
     def _column(self, name: str, dtype) -> np.ndarray:
@@ -436,6 +538,7 @@ class ColumnBuilder:
         return np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
 
     def build(self, metadata: dict, notes: tuple[str, ...] = ()) -> KinetoTrace:
+        self._renumbered()
         c = self._column
         names = np.empty(len(self.name_codes), dtype=object)
         names[:] = [clean_name("" if n is None else str(n)) for n in self.name_codes]  # once per distinct name
@@ -465,7 +568,9 @@ class ColumnBuilder:
             negative_durations=self.negative_durations, decode_notes=notes,
             stack_texts=tuple(clean_name(s) if s else "" for s in self.stack_codes),
             annotations=AnnotationColumns(c("annotation.name", np.int32), c("annotation.start", np.int64),
-                                          c("annotation.dur", np.int64), c("annotation.thread", np.int64)))
+                                          c("annotation.dur", np.int64), c("annotation.thread", np.int64)),
+            copy_spans=SpanColumns(c("copy.start", np.int64), c("copy.end", np.int64)),
+            sync_spans=SpanColumns(c("sync.start", np.int64), c("sync.end", np.int64)))
 
 
 _NO_SPAN = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
@@ -481,6 +586,28 @@ class _ThreadKeys(dict):
     def __missing__(self, pair: tuple) -> int:
         key = self[pair] = (self.pid_codes[pair[0]] << 32) | self.tid_codes[pair[1]]
         return key
+
+
+_NAME_COLUMNS = frozenset({"op.name", "kernel.name", "py.name", "annotation.name"})
+_THREAD_COLUMNS = frozenset({"op.thread", "launch.thread", "annotation.thread", "py.thread"})
+_LOW = 0xFFFFFFFF  # the low half of a two-code key: the second code
+
+
+def _sort_key(value) -> tuple:
+    """An order over what names, pids and tids are written as (text, numbers, null): text after numbers."""
+    if value is None:
+        return (0, 0, "")
+    if isinstance(value, (int, float)):
+        return (1, value, "")
+    return (2, 0, str(value))
+
+
+def _rank(keys: list) -> np.ndarray:
+    """int64 rank of each key in `_sort_key` order: old code -> new code."""
+    order = sorted(range(len(keys)), key=lambda i: _sort_key(keys[i]))
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[order] = np.arange(len(keys))
+    return rank
 
 
 def _numbering(*first) -> defaultdict:

@@ -58,6 +58,14 @@ class LaunchColumns:
 
 
 @dataclass(frozen=True)
+class SpanColumns:
+    """Events kept only as time spans, in file order: memcpy/memset on the GPU, synchronisation calls on the host."""
+
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
+
+
+@dataclass(frozen=True)
 class KernelColumns:
     """GPU kernels in file order."""
 
@@ -121,3 +129,7 @@ class KinetoTrace:
     # "Call stack" texts of PyTorch 1.8-1.10 ops (with_stack=True): code -> text, "" for none.
     stack_texts: tuple[str, ...] = ("",)  # what was repaired to decode the text (invalid UTF-8, lone surrogates)
     annotations: AnnotationColumns | None = None  # None: a trace built before this field (every reader sets it)
+    # gpu_memcpy/gpu_memset spans, and the runtime's *Synchronize calls (cudaStreamSynchronize, ...): what GPU idle
+    # time waited on (analysis.idle_time). None: a trace built before these fields.
+    copy_spans: SpanColumns | None = None
+    sync_spans: SpanColumns | None = None

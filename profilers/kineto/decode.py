@@ -33,14 +33,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
+from functools import partial
+from itertools import chain
 
 import msgspec
 
 from tbd.core.errors import TraceFormatError
 from tbd.profilers.kineto.batches import EVENTS_DECODER, TRACE_HINT, ColumnBuilder
 from tbd.profilers.kineto.columns import KinetoTrace
+from tbd.profilers.traces import forked
 from tbd.profilers.traces.events import read_trace_bytes
 from tbd.profilers.traces.files import trace_blocks
 
@@ -68,6 +71,9 @@ _OBJECT = msgspec.json.Decoder(_Top)
 #: separates events when a writer puts one per line, as Kineto does).
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[(\s*)\{')
 _HEAD_MAX_BYTES = 64 << 20  # text before the first event beyond which the chunked reading gives up
+#: Text from which a second process reads the second half, where a second core is free (`_decode_chunks`):
+#: below it, the fork, the pickled columns and the merge cost more than half the reading saves.
+PARALLEL_MIN_BYTES = 64 << 20
 _CHUNK_BYTES = 1 << 18  # text decoded into structs at a time by the chunked reading (~750 Kineto events): the
 # structs of a batch are then fresh in the cache
 
@@ -82,10 +88,23 @@ def read_trace_file(path: str | os.PathLike) -> KinetoTrace:
     source = os.fspath(path)
     try:
         with closing(trace_blocks(path)) as blocks:  # the file closes even when the chunks give up
-            return _decode_chunks(blocks, source)
+            return _decode_chunks(blocks, source, reread=partial(_blocks_from, path), size=_size(path),
+                                  split=True)
     except (_Unproven, TraceFormatError):
         pass  # the exact reading below decides, and words any error as it always has
     return decode_trace(read_trace_bytes(path), source)
+
+
+def _blocks_from(path: str | os.PathLike, offset: int) -> Iterator[bytes]:
+    return trace_blocks(path, start=offset)
+
+
+def _size(path: str | os.PathLike) -> int | None:
+    """The file's length, or None (trace_blocks then says what is wrong with the path)."""
+    try:
+        return os.stat(path).st_size
+    except (OSError, ValueError):
+        return None
 
 
 def decode_trace(data: bytes, source: str) -> KinetoTrace:
@@ -155,19 +174,27 @@ class _Unproven(Exception):
     """The chunked reading could not prove where the events split (or met any error): read the whole text."""
 
 
-def _decode_chunks(blocks: Iterator[bytes], source: str) -> KinetoTrace:
+def _decode_chunks(blocks: Iterator[bytes], source: str, reread: Callable[[int], Iterator[bytes]] | None = None,
+                   size: int | None = None, split: bool = False) -> KinetoTrace:
     """The trace from its text's blocks, decoded as they come, without the whole text or a slice per event.
 
     Writers put one event per line (Kineto: `},`, a newline and the indent, `{`), and a minifier
     puts `},{`: the text is cut at the separator the first event shows (`_EVENTS_KEY`) about
     every _CHUNK_BYTES and each piece decoded straight into `Event` structs, then handed to the
-    builder in the same BATCH_EVENTS batches as `_decode` (so every code is numbered alike). A cut
-    is only a guess, proven by decoding: a piece that starts at an event and ends inside a string,
-    an object or an array is not valid JSON, so every piece decoding as a list of events proves
-    every cut. The text before the first event, and from the last cut to the end, are decoded as
-    the top-level object (around no events, and around the events after the last cut). Anything
-    unproven raises _Unproven (an error of the builder's is raised as it is); the caller then reads
-    the whole text the exact way (`_decode`), which words every error.
+    builder in BATCH_EVENTS batches (`_add_events`). A cut is only a guess, proven by decoding: a
+    piece that starts at an event and ends inside a string, an object or an array is not valid
+    JSON, so every piece decoding as a list of events proves every cut. The text before the first
+    event, and from the last cut to the end, are decoded as the top-level object (around no
+    events, and around the events after the last cut). Anything unproven raises _Unproven (an
+    error of the builder's is raised as it is); the caller then reads the whole text the exact
+    way (`_decode`), which words every error.
+
+    With `split`, a text of PARALLEL_MIN_BYTES or more is read by two processes where a second core is free
+    (`profilers.traces.forked`): a forked child decodes from a separator near the middle to the
+    end (the text in memory, or `reread(offset)`, the file's blocks from an offset; `size`: the
+    file's length) while this process decodes up to it, and the child's columns are merged in
+    (`ColumnBuilder.absorb`). Codes are numbered the same whichever way (`ColumnBuilder.build`),
+    and a child that fails only costs the time: its half is then read here, from the start.
     """
     buf = next(blocks, b"")
     while (found := _EVENTS_KEY.search(buf)) is None:
@@ -181,19 +208,64 @@ def _decode_chunks(blocks: Iterator[bytes], source: str) -> KinetoTrace:
         raise _Unproven
     top = _proven(_OBJECT.decode, head)
     separator = b"}," + gap + b"{"
-    builder = ColumnBuilder(source)
-    pending: list = []
     start = found.end() - 1  # the first event's "{"
+    builder = ColumnBuilder(source)
+    if split and forked.available():
+        blocks, second = _second_half(buf, blocks, start, separator, reread, size, source)
+    else:
+        second = None
+    try:
+        pending, rest = _add_events(builder, blocks, buf, start, separator, second and second[0])
+        del buf
+        if second is None:
+            tail, tail_events = _tail(rest)
+            pending += tail_events
+        else:
+            try:
+                state, tail = second[1].result()
+            except forked.ChildFailed:
+                raise _Unproven from None
+    finally:
+        if second is not None:
+            second[1].close()
+    for first in range(0, len(pending), BATCH_EVENTS):
+        builder.add(pending[first:first + BATCH_EVENTS])
+    if second is not None:
+        builder.absorb(state)
+    # A key written twice keeps its last value, as when the whole object is decoded.
+    both = _Top(**{key: getattr(top, key) if getattr(tail, key) is None else getattr(tail, key) for key in _METADATA})
+    return builder.build(_metadata(both), ())
+
+
+def _add_events(builder: ColumnBuilder, blocks: Iterator[bytes], buf: bytes | bytearray, start: int,
+                separator: bytes, stop: int | None) -> tuple[list, bytes | None]:
+    """Decode the events of the text from `buf[start]` (an event's "{") on, cut about every _CHUNK_BYTES at
+    `separator`, into `builder` a whole batch at a time; `blocks` give the text after `buf`.
+
+    stop: where to end, the offset (in the text `buf` starts) of a separator: the events before it.
+    Returns the decoded events not yet added (under a batch) and, without `stop`, the text after
+    the last cut (the last events and the end of the top-level object).
+    """
+    pending: list = []
+    base = 0  # the offset of buf[0] in the text
     while True:
         cut = buf.find(separator, start + _CHUNK_BYTES)
-        if cut < 0:
+        ends_here = stop is not None and (cut < 0 or base + cut >= stop)
+        if ends_here and base + len(buf) >= stop + len(separator):  # the last piece: up to the stop
+            pending += _proven(EVENTS_DECODER.decode, b"".join((b"[", memoryview(buf)[start:stop - base + 1], b"]")))
+            return pending, None
+        if cut < 0 or ends_here:
             block = next(blocks, None)
             if block is None:
-                break
-            if type(buf) is not bytearray:
-                buf, start = bytearray(memoryview(buf)[start:]), 0
-            del buf[:start]  # one buffer throughout: it drops its head without a copy and grows in place (a new
-            # buffer per block cost ~20,000 page faults more on 1M events)
+                if stop is not None:
+                    raise _Unproven  # the text ended before the stop: changed while read
+                return pending, bytes(memoryview(buf)[start:])
+            base += start
+            if type(buf) is bytearray:
+                del buf[:start]  # one buffer throughout: it drops its head without a copy and grows in place (a
+                # new buffer per block cost ~20,000 page faults more on 1M events)
+            else:
+                buf = bytearray(memoryview(buf)[start:])
             buf += block
             start = 0
             continue
@@ -202,18 +274,59 @@ def _decode_chunks(blocks: Iterator[bytes], source: str) -> KinetoTrace:
         while len(pending) >= BATCH_EVENTS:
             builder.add(pending[:BATCH_EVENTS])
             del pending[:BATCH_EVENTS]
-    rest = bytes(memoryview(buf)[start:])
+
+
+def _tail(rest: bytes) -> tuple[_Top, list]:
+    """The top-level object around the events after the last cut, and those events decoded."""
     if b'"traceEvents"' in rest:
         raise _Unproven
     tail = _proven(_OBJECT.decode, b'{"traceEvents": [' + rest)
-    del buf, rest
-    if tail.traceEvents:
-        pending += _proven(EVENTS_DECODER.decode, b"[" + b",".join(tail.traceEvents) + b"]")
+    events = _proven(EVENTS_DECODER.decode, b"[" + b",".join(tail.traceEvents) + b"]") if tail.traceEvents else []
+    return tail, events
+
+
+def _second_half(buf: bytes | bytearray, blocks: Iterator[bytes], start: int, separator: bytes,
+                 reread: Callable[[int], Iterator[bytes]] | None, size: int | None,
+                 source: str) -> tuple[Iterator[bytes], tuple[int, forked.Child] | None]:
+    """A child decoding the text from a separator near its middle, and that separator's offset; None
+    when the text is under PARALLEL_MIN_BYTES or no separator is found there. Also the blocks, to be
+    read on from where they were (the next one is looked at: is `buf` the whole text?)."""
+    following = next(blocks, None)
+    if following is not None:
+        blocks = chain((following,), blocks)
+    if following is None and len(buf) >= PARALLEL_MIN_BYTES:  # the whole text is in memory (gzip): shared
+        split = buf.find(separator, max(start, len(buf) // 2))
+        if split < 0:
+            return blocks, None
+        return blocks, (split, forked.Child(_second_part, buf, split, None, separator, source))
+    if following is None or reread is None or size is None or size < PARALLEL_MIN_BYTES:
+        return blocks, None
+    with closing(reread(size // 2)) as middle:
+        window = next(middle, b"")
+    at = window.find(separator)
+    if at < 0 or size // 2 + at <= start:
+        return blocks, None
+    split = size // 2 + at
+    return blocks, (split, forked.Child(_second_part, None, split, reread, separator, source))
+
+
+def _second_part(text: bytes | bytearray | None, split: int, reread: Callable[[int], Iterator[bytes]] | None,
+                 separator: bytes, source: str) -> tuple[dict, _Top]:
+    """(the builder's state, the top-level object's tail) of the events after the separator at `split`
+    (run in the child: `_second_half`): from `text` in memory, else from the file's blocks from there."""
+    blocks: Iterator[bytes] = iter(())
+    if text is None:
+        blocks = reread(split)
+        text, split = next(blocks, b""), 0
+    if text[split:split + len(separator)] != separator:
+        raise _Unproven
+    builder = ColumnBuilder(source)
+    pending, rest = _add_events(builder, blocks, text, split + len(separator) - 1, separator, None)
+    tail, tail_events = _tail(rest)
+    pending += tail_events
     for first in range(0, len(pending), BATCH_EVENTS):
         builder.add(pending[first:first + BATCH_EVENTS])
-    # A key written twice keeps its last value, as when the whole object is decoded.
-    both = _Top(**{key: getattr(top, key) if getattr(tail, key) is None else getattr(tail, key) for key in _METADATA})
-    return builder.build(_metadata(both), ())
+    return builder.state(), tail
 
 
 def _proven(decode, text: bytes):

@@ -25,7 +25,8 @@ or tensor-core math that the op's types cannot show). Kernels with no formula op
 NaN FLOPs, `op` = launching op name ("" if none), source "" and precision "". A formula op whose
 shapes are missing (`flops_of` returns NaN) leaves its rows at NaN FLOPs with source "". The step
 of a kernel is the step containing its launching call. Busy intervals are the kernel intervals;
-memcpy/memset ("gpu_memcpy", "gpu_memset") are not kernels and are only counted in a note.
+memcpy/memset ("gpu_memcpy", "gpu_memset") are not kernels (a note counts them); their spans, and those
+of the runtime's synchronisation calls, are kept as `TraceRecords.copies` and `syncs` for GPU idle time.
 
 CUPTI range profiler (no kernel events, "cuda_profiler_range" counter ranges and deviceProperties:
 `range_profiled`). The work ran on the GPU: device kind "cuda", no kernel rows and no busy intervals
@@ -104,7 +105,9 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
             `analysis.op_bytes.ops.op_bytes`; None: rows carry no byte estimate.
         does_arithmetic: callable(kernel names) -> bool per kernel, False for a layout or set-up kernel that
             gets no share of its op's FLOPs while another kernel of the op can carry them, e.g.
-            `analysis.data_movement.does_arithmetic`; None: every kernel shares by its time.
+            `analysis.data_movement.does_arithmetic`; None: every kernel shares by its time. A CPU trace's
+            rows are ops: it is asked of their names, and an op it says does no arithmetic gets no share of its
+            root's FLOPs and bytes where another can carry them, and 0 of its own without a root.
         recorded_by_tbd: tbd's hook recorded the trace with CPU activities on, so a trace without
             ops is a step that ran no operator (records with no rows and a note), not a foreign file.
     Returns:
@@ -130,7 +133,7 @@ def trace_records(trace: KinetoTrace | dict, source: str, *, flops_of, precision
     if len(trace.kernels.start_ns) or range_profiled(trace):
         records = _gpu_records(trace, tree, sig, source, kernel_precisions, does_arithmetic)
     else:
-        records = _cpu_records(trace, tree, sig, source)
+        records = _cpu_records(trace, tree, sig, source, does_arithmetic)
     if empty:
         records = replace(records, notes=records.notes + (
             "the trace window recorded no operator: the step ran no framework op that the profiler sees",))
@@ -306,7 +309,13 @@ def _gpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: 
     rows, cut = _cut_to_window(table.select(order), lo, hi)
     notes += _gpu_notes(trace, launch_op, keep, cut)
     return TraceRecords(source, "cuda", rows, rows.start_ns, rows.start_ns + rows.dur_ns, spans, lo, hi,
-                        _op_table(trace, tree, _in_window(tree.start_ns, lo, hi)), _memory(trace), notes)
+                        _op_table(trace, tree, _in_window(tree.start_ns, lo, hi)), _memory(trace), notes,
+                        copies=_spans_of(trace.copy_spans), syncs=_spans_of(trace.sync_spans))
+
+
+def _spans_of(columns) -> tuple[np.ndarray, np.ndarray] | None:
+    """A SpanColumns as (start_ns, end_ns), None for a trace decoded before the field."""
+    return None if columns is None else (columns.start_ns, columns.end_ns)
 
 
 def _shapes_of(sig: SignatureFlops, tree: OpTree, op: np.ndarray) -> np.ndarray:
@@ -381,7 +390,8 @@ def _gpu_notes(trace: KinetoTrace, launch_op: np.ndarray, keep: np.ndarray,
     return tuple(notes)
 
 
-def _cpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: str) -> TraceRecords:
+def _cpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: str,
+                 does_arithmetic=None) -> TraceRecords:
     n = len(tree)
     names = trace.names
     child = tree.parent >= 0
@@ -390,7 +400,14 @@ def _cpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: 
     spans = _spans(steps, np.array([], dtype=np.int64), np.array([], dtype=np.int64))
     lo, hi, notes = _window(trace, spans)
     root = formula_roots(tree, sig.has_formula[tree.signature])
-    flops = split_flops(sig.flops[tree.signature], root, self_ns)
+    # An op that does no arithmetic (an allocation, a view, autograd's bookkeeping) takes no share of its root's
+    # FLOPs or bytes while another op under the root can carry them, and does none of its own.
+    carries = does_arithmetic(names)[tree.name] if does_arithmetic is not None and n else None
+    flops = split_flops(sig.flops[tree.signature], root, self_ns, carries)
+    nbytes = split_flops(sig.bytes[tree.signature], root, self_ns, carries)
+    if carries is not None:
+        flops[(root < 0) & ~carries] = 0.0
+        nbytes[(root < 0) & ~carries] = 0.0
     op_name = names[np.where(root >= 0, tree.name[np.maximum(root, 0)], tree.name)]
     precision = np.full(n, "", dtype=object)
     precision[root >= 0] = sig.precision[tree.signature[root[root >= 0]]]
@@ -400,7 +417,7 @@ def _cpu_records(trace: KinetoTrace, tree: OpTree, sig: SignatureFlops, source: 
                         flops, np.where(np.isfinite(flops), ANALYTIC, "").astype(object), precision,
                         number[_step_of(tree.start_ns, steps)], flop_gaps(flops, root, np.arange(n), tree, sig),
                         op_shapes=_shapes_of(sig, tree, shown_op), op_stack=python_stacks(trace, tree, shown_op),
-                        bytes=split_flops(sig.bytes[tree.signature], root, self_ns))
+                        bytes=nbytes)
     keep = _in_window(tree.start_ns, lo, hi)
     order = np.flatnonzero(keep)[np.argsort(tree.start_ns[keep], kind="stable")]
     roots = keep & ~child

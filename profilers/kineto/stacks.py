@@ -5,6 +5,12 @@ thread that ran it (PyTorch 1.11 on), nested by time like the cpu_ops: the frame
 start are its Python stack. They form a tree exactly as the ops do (`kineto.tree.op_tree`), so the
 innermost open frame of many ops at once is one `enclosing_ops` query; each distinct innermost
 frame is then walked up once. Without frames every stack is "".
+
+A stack starts at the user's frame: the framework's own frames inside the op (`<built-in function
+linear>`, `torch/nn/modules/linear.py(124): forward`, `torch/_ops.py: __call__`, the `nn.Module: Linear_24`
+markers) are dropped from its inner end, and nn.Module's call plumbing (`torch/nn/modules/module.py:
+_call_impl`, `_wrapped_call_impl`) wherever it is, before the MAX_FRAMES are counted. A stack made of
+nothing else keeps its frames (they are all there is).
 """
 
 from __future__ import annotations
@@ -41,12 +47,30 @@ def python_stacks(trace: KinetoTrace, ops: OpTree, op: np.ndarray) -> np.ndarray
     return out
 
 
+#: Frames walked up from an op before the framework's are dropped: deeper stacks end with "…".
+_MAX_WALK = 64
+#: The framework's own frames, as `short_frame` writes them: dropped from a stack's inner end.
+_FRAMEWORK = ("torch/", "<built-in ", "<built-in method", "nn.Module: ", "torchvision/ops/", "triton/")
+#: nn.Module's call plumbing: dropped wherever it is.
+_PLUMBING = ("torch/nn/modules/module.py(",)
+
+
 def _stack_text(trace: KinetoTrace, tree: OpTree, frame: int) -> str:
     names = []
-    while frame >= 0 and len(names) < MAX_FRAMES:
+    while frame >= 0 and len(names) < _MAX_WALK:
         names.append(short_frame(str(trace.names[tree.name[frame]])))
         frame = int(tree.parent[frame])
-    return SEPARATOR.join(names) + (SEPARATOR + "…" if frame >= 0 else "")
+    return user_stack(names, more=frame >= 0)
+
+
+def user_stack(frames: list[str], more: bool = False) -> str:
+    """`frames` (innermost first, as `short_frame` writes them) from the user's frame on (module docstring),
+    at most MAX_FRAMES, joined; "…" ends a stack that goes on (`more`: frames beyond `frames`)."""
+    kept = [f for f in frames if not f.startswith(_PLUMBING)]
+    start = next((i for i, f in enumerate(kept) if not f.startswith(_FRAMEWORK)), 0)
+    kept = kept[start:] or frames
+    more = more or len(kept) > MAX_FRAMES
+    return SEPARATOR.join(kept[:MAX_FRAMES]) + (SEPARATOR + "…" if more else "")
 
 
 def _call_stacks(trace: KinetoTrace, ops: OpTree, op: np.ndarray) -> np.ndarray:
@@ -59,8 +83,7 @@ def _call_stacks(trace: KinetoTrace, ops: OpTree, op: np.ndarray) -> np.ndarray:
 
 
 def _call_stack_text(text: str) -> str:
-    frames = [short_frame(f.strip()) for f in text.split(";") if f.strip()]
-    return SEPARATOR.join(frames[:MAX_FRAMES]) + (SEPARATOR + "…" if len(frames) > MAX_FRAMES else "")
+    return user_stack([short_frame(f.strip()) for f in text.split(";") if f.strip()])
 
 
 _INSTALL_ROOTS = ("site-packages/", "dist-packages/")

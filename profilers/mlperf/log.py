@@ -35,8 +35,8 @@ def read_log(path: str | os.PathLike) -> RunLog:
     """Parse a result log; raises TraceFormatError (one line) for a file that holds no event at all."""
     data = read_trace_bytes(path)
     if len(data) > MAX_LOG_BYTES:
-        raise TraceFormatError(f"{os.fspath(path)}: {len(data) >> 20} MB is not an MLPerf result log "
-                               f"(at most {MAX_LOG_BYTES >> 20} MB)")
+        raise TraceFormatError(f"{os.fspath(path)}: {len(data) >> 20} MiB is not an MLPerf result log "
+                               f"(at most {MAX_LOG_BYTES >> 20} MiB)")
     text = data.decode("latin-1")  # as mlperf-logging opens them: any byte reads
     events, bad, first_bad = [], 0, None
     for line in text.splitlines():

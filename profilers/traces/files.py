@@ -75,17 +75,20 @@ def read_trace_bytes(path: str | os.PathLike) -> bytes:
         raise TraceFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
 
 
-def trace_blocks(path: str | os.PathLike, block_bytes: int = 1 << 22) -> Iterator[bytes]:
+def trace_blocks(path: str | os.PathLike, block_bytes: int = 1 << 22, start: int = 0) -> Iterator[bytes]:
     """A trace file's text as `read_trace_bytes` gives it, a block of `block_bytes` at a time, so that a
     reader that decodes as it goes never holds a plain file's whole text (a gzip file's text comes whole,
     as one block). Same checks, limits and errors as `read_trace_bytes`, raised when reached.
+
+    start: a plain file's text from this byte on (a second reader of its second half).
     """
     name = os.fspath(path)
     try:
         handle, _, limit = _open_regular(name)
         with handle:
+            handle.seek(start)
             block = handle.read(block_bytes)
-            if block[:2] == b"\x1f\x8b":
+            if block[:2] == b"\x1f\x8b" and not start:
                 raw = block + handle.read()
                 _check_size(name, len(raw), limit)
                 yield _gunzip(raw, byte_limit(len(raw)), name)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tbd.core.comparison import ComparedRun, Comparison, MetricComparison
 from tbd.core.profile_result import MEMORY_CATEGORIES
-from tbd.reports.comparison_text import fmt_metric, fmt_ratio
+from tbd.reports.comparison_text import fmt_metric, fmt_ratio, fmt_ratio_cell
 from tbd.reports.console import shorten_middle
 from tbd.reports.figures.canvas import (
     CATEGORY_COLOURS,
@@ -35,13 +35,26 @@ if TYPE_CHECKING:
 #: Ops drawn in the op figure: the record's first (largest absolute delta first).
 TOP_OPS = 10
 _OP_NAME_CHARS = 40
-_RUN_NAME_CHARS = 32
+_RUN_NAME_CHARS = 56
 MEMORY_PREFIX = "memory."
 
 
 def run_name(run: ComparedRun) -> str:
-    """"A: NVIDIA H100 80GB HBM3", shortened for a tick label or legend."""
-    return shorten_middle(printable(f"{run.label}: {run.device_name or run.device or 'n/a'}"), _RUN_NAME_CHARS)
+    """"A: resnet50 · NVIDIA H100 80GB HBM3 · batch 64", shortened for a tick label or legend; an
+    unreliable run ends in "(UNRELIABLE)", never shortened away."""
+    mark = " (UNRELIABLE)" if run.reliable is False else ""
+    name = run.name or run.device_name or run.device or "n/a"
+    return shorten_middle(printable(f"{run.label}: {name}"), _RUN_NAME_CHARS - len(mark)) + mark
+
+
+def _run_captions(comparison: Comparison) -> list[str]:
+    """Caption lines every comparison figure carries: runs that are not the same workload, unreliable ones."""
+    ref = comparison.runs[0].label if comparison.runs else "the first run"
+    lines = [f"{g.label} is not the same workload as {ref}: its ratios are not speed-ups" for g in comparison.gaps
+             if not g.comparable]
+    lines += [f"{r.label} is UNRELIABLE: {r.quality_warnings[0] if r.quality_warnings else 'see its profile'}"
+              for r in comparison.runs if r.reliable is False]
+    return [printable(line) for line in lines]
 
 
 def compare_title(comparison: Comparison, what: str) -> str:
@@ -81,7 +94,9 @@ def compare_metrics_figure(comparison: Comparison) -> Figure:
     ax.set_xlim(left=0)
     ax.legend(handles=[legend_patch(color=SERIES_COLOURS[j % len(SERIES_COLOURS)], label=run_name(r))
                        for j, r in enumerate(comparison.runs)], fontsize=8, loc="lower right")
-    add_caption(fig, captions)
+    if any(m.ratio_low for m in metrics):
+        captions.append("whiskers: the ratio's 95 % interval, from both runs' intervals (an arrow: unbounded above)")
+    add_caption(fig, [*_run_captions(comparison), *captions])
     return fig
 
 
@@ -94,12 +109,24 @@ def _metric_label(metric: MetricComparison) -> str:
 def _ratio_bar(ax, y: float, height: float, metric: MetricComparison, runs: list[ComparedRun], j: int) -> list[str]:
     """Draw run j's bar of `metric` at `y`, labelled "value (ratio)"; returns caption lines for its nulls."""
     value, ratio = metric.values[j], metric.ratios[j]
-    text = f"{fmt_metric(metric, value)} ({fmt_ratio(ratio)})"
+    text = f"{fmt_metric(metric, value, j)} ({fmt_ratio(ratio)})"
     if ratio is None:
         ax.text(0, y, f" {text}", va="center", fontsize=7, color=MISSING_COLOUR)
         reason = metric.reasons[j] if value is None else f"no ratio: {runs[0].label}'s value is null or zero"
         return [f"{printable(metric.label)}, run {printable(runs[j].label)}: {na(reason)}"]
+    low = metric.ratio_low[j] if metric.ratio_low else None
+    high = metric.ratio_high[j] if metric.ratio_high else None
+    if low is not None:
+        text = f"{fmt_metric(metric, value, j)} ({fmt_ratio_cell(metric, j)})"
     bars = ax.barh([y], [ratio], height=height * 0.9, color=SERIES_COLOURS[j % len(SERIES_COLOURS)])
+    if low is not None and j > 0:
+        # The record's interval: to its upper bound, or an arrow past the bar where it is unbounded.
+        right = high if high is not None else ratio * 1.5
+        ax.errorbar([ratio], [y], xerr=[[ratio - low], [right - ratio]], fmt="none", ecolor="#222222", capsize=3,
+                    linewidth=1, zorder=3)
+        if high is None:
+            ax.annotate("", xy=(right * 1.1, y), xytext=(right, y),
+                        arrowprops={"arrowstyle": "->", "color": "#222222", "linewidth": 1})
     # A white box keeps the label readable where it crosses the line at 1.
     ax.bar_label(bars, [text], fontsize=7, padding=3, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})
     return []
@@ -139,7 +166,7 @@ def compare_ops_figure(comparison: Comparison, top: int = TOP_OPS) -> Figure:
                        for j, r in enumerate(comparison.runs)], fontsize=8, loc="lower right")
     captions = [f"the {len(ops)} ops with the largest difference of {len(comparison.ops)}"] \
         if len(comparison.ops) > len(ops) else []
-    add_caption(fig, captions)
+    add_caption(fig, [*_run_captions(comparison), *captions])
     return fig
 
 
@@ -186,5 +213,5 @@ def compare_memory_figure(comparison: Comparison) -> Figure:
     ax.grid(True, axis="y", alpha=0.3)
     ax.margins(y=0.12)
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    add_caption(fig, captions)
+    add_caption(fig, [*_run_captions(comparison), *captions])
     return fig

@@ -2,14 +2,15 @@
 
 Each function draws what the Profile holds and nothing else (docs/architecture.md:
 reports/ computes nothing): times in ms, bytes in the binary unit the largest figure reads best in, percentages as
-analysis gave them. A null figure is left out of the plot and its reason goes in the caption.
+analysis gave them, on an axis scaled to them. A null figure is left out of the plot and its reason goes in the
+caption; a figure with nothing at all to draw is not made (`figure_gaps` says why, and the page says it instead).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tbd.core.profile_result import MEMORY_CATEGORIES, PARTIAL, Iterations, Memory, Profile
+from tbd.core.profile_result import MEMORY_CATEGORIES, PARTIAL, Memory, Profile
 from tbd.reports.console import above_peak, fmt_window, kernel_noun
 from tbd.reports.figures.canvas import (
     CATEGORY_COLOURS,
@@ -27,9 +28,9 @@ from tbd.reports.figures.canvas import (
     new_figure,
 )
 from tbd.reports.kernels.short_names import short_kernel_name
-from tbd.reports.numbers import fmt_duration, fmt_pct
+from tbd.reports.numbers import fmt_duration, fmt_pct_cell
 from tbd.reports.printable import printable
-from tbd.reports.terminal import fmt_bytes
+from tbd.reports.terminal import fmt_bytes, memory_reason_lines, run_lines
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -42,6 +43,8 @@ WINDOW_COLOURS = {"warm-up": "#999999", "timing window": "#56B4E9", "trace windo
 _LOG_SPREAD = 20.0
 #: Flagged and ranked groups named on the scatter, longest first (more would overlap).
 _NAMED_GROUPS = 6
+#: Room above the highest point or line of a percentage axis, as a fraction of it (the labels sit there).
+_HEADROOM = 0.15
 
 
 def run_title(profile: Profile) -> str:
@@ -51,6 +54,40 @@ def run_title(profile: Profile) -> str:
     text = (f"{spec.get('model') or 'trace'} ({spec.get('framework') or 'n/a'})"
             f"{f', batch {batch}' if batch is not None else ''}, {spec.get('device') or 'n/a'}")
     return printable(text) + (" — PARTIAL" if profile.status == PARTIAL else "")
+
+
+def figure_gaps(profile: Profile) -> dict[str, str]:
+    """The run's figures that have nothing to draw, and why: no empty "n/a" figure is saved or shown for them.
+
+    Args: profile: a finished Profile.
+    Returns: file stem ("iteration_time", "memory", "kernel_utilization") -> the reason, in words; {} when every
+        figure has something to draw.
+    """
+    gaps = {}
+    it = profile.iterations
+    if it is None or not it.times_s:
+        gaps["iteration_time"] = "no iteration was recorded"
+    mem = profile.metrics.memory_bytes
+    if not _memory_known(mem):
+        reasons = "; ".join(memory_reason_lines(mem))
+        gaps["memory"] = "no byte count was recorded" + (f" ({reasons})" if reasons else "")
+    noun = kernel_noun(profile)
+    if not profile.kernels:
+        gaps["kernel_utilization"] = f"no {noun} in the trace window"
+    elif not _drawable(profile):
+        gaps["kernel_utilization"] = f"no {noun[:-1]} group has a FLOP utilization"
+    return gaps
+
+
+def _memory_known(mem: Memory) -> list[int]:
+    """The byte counts the memory figure can draw (its categories, the allocator's peak, the split at it)."""
+    values = [*(getattr(mem, c) for c in MEMORY_CATEGORIES), mem.allocator_peak, *mem.at_peak.values()]
+    return [v for v in values if v is not None]
+
+
+def _drawable(profile: Profile) -> list:
+    """The kernel groups the utilization scatter draws: a utilization and some time."""
+    return [r for r in profile.kernels if r.util_pct is not None and r.time_s > 0]
 
 
 def iteration_time_figure(profile: Profile) -> Figure:
@@ -73,7 +110,7 @@ def iteration_time_figure(profile: Profile) -> Figure:
     ax = fig.add_subplot()
     ax.plot(x, ms, color=SERIES_COLOURS[0], linewidth=1.2, marker="." if len(ms) <= 200 else None,
             label="iteration time", zorder=3)
-    captions = [] if trace else _shade_stages(ax, it)
+    captions = [] if trace else _shade_stages(ax, profile)
     if trace:
         captions.append(f"{len(ms)} ProfilerSteps read from a trace: warm-up and stability not checked")
     if min(ms) > 0 and max(ms) / min(ms) > _LOG_SPREAD:
@@ -87,19 +124,28 @@ def iteration_time_figure(profile: Profile) -> Figure:
     return fig
 
 
-def _shade_stages(ax: Axes, it: Iterations) -> list[str]:
-    """Shade warm-up and the two windows (each index i covers i-0.5 .. i+0.5); returns caption lines."""
-    how = "detected" if it.warmup_detected else ("not detected" if it.stable is False else "given")  # None: given
+def _shade_stages(ax: Axes, profile: Profile) -> list[str]:
+    """Shade the warm-up iterations run and the two windows (each index i covers i-0.5 .. i+0.5), and mark where
+    the stable phase was found; returns caption lines.
+
+    The warm-up's label is the terminal's own words ("warm-up: 20 iterations run in 2.01 s", reports/terminal.py),
+    and the stable phase's start ("stable from iteration 1 (detected)") is a line of its own: the detector finds
+    it some iterations before it decides, so the two differ (docs/warmup.md).
+    """
+    it = profile.iterations
+    run = it.warmup_run if it.warmup_run is not None else it.warmup
+    ran, *stability = run_lines(profile)[0].split(" · ")
     spans = []
-    if it.warmup > 0:
-        spans.append(("warm-up", [0, it.warmup - 1],
-                      f"warm-up: iterations 0–{it.warmup - 1}, {fmt_duration(it.warmup_s)} ({how})"))
+    if run > 0:
+        spans.append(("warm-up", [0, run - 1], ran))
     for name, window in (("timing window", it.timing_window), ("trace window", it.trace_window)):
         if window:
             spans.append((name, window, f"{name}: iterations {fmt_window(window)}"))
     for name, window, label in spans:
         ax.axvspan(window[0] - 0.5, window[-1] + 0.5, color=WINDOW_COLOURS[name], alpha=0.25, linewidth=0,
                    label=label, zorder=1)
+    if it.warmup_detected and it.stable and stability:
+        ax.axvline(it.warmup - 0.5, color="#333333", linestyle=":", linewidth=1.2, label=stability[0], zorder=2)
     captions = [f"{name} {fmt_window(window)}: none recorded" for name, window in
                 (("timing window", it.timing_window), ("trace window", it.trace_window)) if not window]
     if it.stable is False:
@@ -117,8 +163,8 @@ def memory_figure(profile: Profile) -> Figure:
     """
     mem = profile.metrics.memory_bytes
     title = f"Memory by category — {run_title(profile)}"
-    known = [*(getattr(mem, c) for c in MEMORY_CATEGORIES), mem.allocator_peak, *mem.at_peak.values()]
-    if all(v is None for v in known):
+    known = _memory_known(mem)
+    if not known:
         return empty_figure(title, na(mem.reasons.get("allocator_peak") or "no memory figure was recorded"))
     size, unit = byte_unit(known)
     fig = new_figure(9.5, 4.6)
@@ -208,7 +254,7 @@ def kernel_utilization_figure(profile: Profile) -> Figure:
     title = f"FLOP utilization per {noun[:-1]} group — {run_title(profile)}"
     if not profile.kernels:
         return empty_figure(title, na(f"no {noun} in the trace window"))
-    drawn = [r for r in profile.kernels if r.util_pct is not None and r.time_s > 0]
+    drawn = _drawable(profile)
     ranked = {r.name for r in profile.low_util_kernels}
     kinds = (("plain", f"{noun[:-1]} groups", "o", SERIES_COLOURS[0]),
              ("ranked", "ranked: compute-bound, below the threshold", "s", SERIES_COLOURS[1]),
@@ -222,17 +268,23 @@ def kernel_utilization_figure(profile: Profile) -> Figure:
                        s=36, alpha=0.85, label=f"{label} ({len(rows)})", zorder=3)
     flop = profile.metrics.flop_util_pct
     if flop.value is not None:
-        ax.axhline(flop.value, color="#333333", linewidth=1.2, label=f"run's FLOP utilization {fmt_pct(flop.value)}")
+        ax.axhline(flop.value, color="#333333", linewidth=1.2, label=f"run's FLOP utilization {fmt_pct_cell(flop.value)} %")
     if flop.kernel_average_pct is not None:
         ax.axhline(flop.kernel_average_pct, color=SERIES_COLOURS[1], linestyle="--", linewidth=1.2,
-                   label=f"ranking threshold {fmt_pct(flop.kernel_average_pct)}")
+                   label=f"ranking threshold {fmt_pct_cell(flop.kernel_average_pct)} %")
     _duration_log_axis(ax)
     _name_ranked(ax, [r for r in drawn if _kind(r, ranked) != "plain"])
     ax.set_xlabel(f"time in the trace window, per {noun[:-1]} group (log scale)")
     ax.set_ylabel("FLOP utilization (%)")
     ax.set_title(title, loc="left")
     ax.grid(True, alpha=0.3)
-    ax.set_ylim(bottom=0)
+    # Scaled to what is drawn, never a fixed 0-100: utilizations of 0.02-2 % on a 0-100 axis read as a flat line.
+    highest = max([r.util_pct for r in drawn] + [v for v in (flop.value, flop.kernel_average_pct) if v is not None],
+                  default=0.0)
+    if highest > 0:
+        ax.set_ylim(0, highest * (1 + _HEADROOM))
+    else:
+        ax.set_ylim(bottom=0)
     ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
     add_caption(fig, _utilization_captions(profile, len(drawn)))
     return fig

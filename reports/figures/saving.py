@@ -10,10 +10,11 @@ One function per figure, each taking a finished record and returning an explicit
 - a comparison (`Comparison`): `compare_metrics_figure`, `compare_ops_figure`, `compare_memory_figure`
   (reports/figures/comparison_figures.py).
 
-`run_figures`, `sweep_figures` and `comparison_figures` give all of one kind by file stem;
+`run_figures`, `sweep_figures` and `comparison_figures` give all of one kind by file stem (a run's figure with
+nothing to draw is left out: `figure_gaps` says why, and the page says it in its place);
 `save_figures` writes each as .svg and .png. Output is deterministic: the SVG's element ids come from
-a fixed salt (`svg.hashsalt`) and it carries no date, the PNG has a fixed dpi, so the same record
-gives the same bytes (a figure diff in review is a real change).
+a fixed salt (`svg.hashsalt`) and it carries no date, the PNG has a fixed dpi (`PNG_DPI`, 200, for slides), so the
+same record gives the same bytes (a figure diff in review is a real change).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from tbd.core.comparison import Comparison
 from tbd.core.profile_result import Profile
 from tbd.core.rundir import atomic_write_bytes
 from tbd.core.sweep_result import Sweep
-from tbd.reports.figures.canvas import DPI
+from tbd.reports.figures.canvas import PNG_DPI
 from tbd.reports.figures.comparison_figures import compare_memory_figure, compare_metrics_figure, compare_ops_figure
-from tbd.reports.figures.run_figures import iteration_time_figure, kernel_utilization_figure, memory_figure
+from tbd.reports.figures.run_figures import figure_gaps, iteration_time_figure, kernel_utilization_figure, memory_figure
 from tbd.reports.figures.sweep_figures import sweep_memory_figure, sweep_throughput_figure, sweep_utilization_figure
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "compare_memory_figure", "compare_metrics_figure", "compare_ops_figure", "comparison_figures",
-    "figure_png", "figure_svg", "iteration_time_figure", "kernel_utilization_figure", "memory_figure",
+    "figure_gaps", "figure_png", "figure_svg", "iteration_time_figure", "kernel_utilization_figure", "memory_figure",
     "run_figures", "save_figures", "sweep_figures", "sweep_memory_figure", "sweep_throughput_figure",
     "sweep_utilization_figure",
 ]
@@ -47,13 +48,16 @@ FORMATS = ("svg", "png")
 
 
 def run_figures(profile: Profile) -> dict[str, Figure]:
-    """Every figure of one run.
+    """Every figure of one run that has something to draw.
 
     Args: profile: a finished Profile.
-    Returns: {"iteration_time", "memory", "kernel_utilization"} -> Figure.
+    Returns: {"iteration_time", "memory", "kernel_utilization"} -> Figure, less those `figure_gaps` names (a trace
+        without memory records gets no memory figure rather than an empty "n/a" one).
     """
-    return {"iteration_time": iteration_time_figure(profile), "memory": memory_figure(profile),
-            "kernel_utilization": kernel_utilization_figure(profile)}
+    draw = {"iteration_time": iteration_time_figure, "memory": memory_figure,
+            "kernel_utilization": kernel_utilization_figure}
+    gaps = figure_gaps(profile)
+    return {stem: figure(profile) for stem, figure in draw.items() if stem not in gaps}
 
 
 def sweep_figures(sweep: Sweep) -> dict[str, Figure]:
@@ -94,13 +98,13 @@ def figure_svg(figure: Figure, salt: str = "tbd") -> str:
 
 
 def figure_png(figure: Figure) -> bytes:
-    """The figure as PNG bytes at the fixed dpi (`figures.canvas.DPI`), white background.
+    """The figure as PNG bytes at the fixed dpi (`figures.canvas.PNG_DPI`, recorded in the file), white background.
 
     Args: figure: the Figure.
     Returns: the PNG file's bytes.
     """
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI, facecolor="white")
+    figure.savefig(buffer, format="png", dpi=PNG_DPI, facecolor="white")
     return buffer.getvalue()
 
 

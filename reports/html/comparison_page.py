@@ -8,8 +8,15 @@ deltas and shares are the record's; the sentences are `reports.comparison_text.g
 
 from __future__ import annotations
 
-from tbd.core.comparison import Comparison, MetricComparison
-from tbd.reports.comparison_text import fmt_metric, fmt_ratio, gap_sentence
+from tbd.core.comparison import ComparedRun, Comparison, MetricComparison
+from tbd.reports.comparison_text import (
+    fmt_metric,
+    fmt_ratio_cell,
+    gap_sentence,
+    quality_word,
+    unlike_lines,
+    unreliable_lines,
+)
 from tbd.reports.figures.saving import comparison_figures
 from tbd.reports.html.page import Cell, banner, esc, figures_section, na_cell, notes_list, num, page, section, table
 from tbd.reports.numbers import NA, fmt_bandwidth, fmt_duration, fmt_pct, fmt_rate
@@ -30,6 +37,7 @@ def comparison_html(comparison: Comparison, *, top: int = TOP_OPS) -> str:
     reference = comparison.runs[0].label if comparison.runs else NA
     differs = banner("Not only the device differs: " + "; ".join(comparison.differences), warn=True) \
         if comparison.differences else ""
+    differs += "".join(banner(line, warn=True) for line in (*unlike_lines(comparison), *unreliable_lines(comparison)))
     gaps = notes_list([gap_sentence(comparison, g) for g in comparison.gaps])
     body = [f"<header>\n<h1>{esc(title)}</h1>", f'<p class="sub">Ratios are to run {esc(reference)}.</p>', differs,
             "</header>", section("Runs", _runs(comparison), anchor="runs"),
@@ -42,18 +50,27 @@ def comparison_html(comparison: Comparison, *, top: int = TOP_OPS) -> str:
 
 
 def _runs(comparison: Comparison) -> str:
-    rows = [[r.label, printable(r.device or NA), printable(r.device_name or NA), printable(r.model or NA),
-             num(NA if r.batch is None else str(r.batch)), printable(r.framework or NA), printable(r.status),
+    rows = [[r.label, printable(r.name or NA), printable(r.device or NA), printable(r.device_name or NA),
+             printable(r.model or NA), num(NA if r.batch is None else str(r.batch)), printable(r.framework or NA),
+             printable(r.status), _quality_cell(r),
              num(fmt_rate(r.peak_fp32_flops), title=f"source: {r.peak_source}" if r.peak_source else None),
              num(fmt_bandwidth(r.memory_bandwidth)), Cell(f"<code>{esc(r.source)}</code>", markup=True)]
             for r in comparison.runs]
-    return table(["Run", "Device", "Device name", "Model", "Batch", "Framework", "Status", "FP32 peak", "Bandwidth",
-                  "Source"], rows)
+    return table(["Run", "Name", "Device", "Device name", "Model", "Batch", "Framework", "Status", "Quality",
+                  "FP32 peak", "Bandwidth", "Source"], rows)
+
+
+def _quality_cell(run: ComparedRun) -> Cell:
+    """"reliable", "UNRELIABLE" (its warnings on hover, marked) or "unknown" (why on hover)."""
+    word = quality_word(run)
+    if run.reliable is False:
+        return Cell(word, cls="na unreliable", title="; ".join(run.quality_warnings) or None)
+    return Cell(word, title=run.quality_reason) if run.reliable is None else Cell(word)
 
 
 def _metric_cell(metric: MetricComparison, i: int) -> Cell:
     value = metric.values[i]
-    return na_cell(metric.reasons[i]) if value is None else num(fmt_metric(metric, value))
+    return na_cell(metric.reasons[i]) if value is None else num(fmt_metric(metric, value, i))
 
 
 def _metrics(comparison: Comparison) -> str:
@@ -65,7 +82,7 @@ def _metrics(comparison: Comparison) -> str:
     for m in comparison.metrics:
         better = {True: " (higher is better)", False: " (lower is better)"}.get(m.higher_is_better, "")
         rows.append([printable(m.label) + better, *(_metric_cell(m, i) for i in range(len(comparison.runs))),
-                     *(num(fmt_ratio(m.ratios[i])) for i in range(1, len(comparison.runs)))])
+                     *(num(fmt_ratio_cell(m, i)) for i in range(1, len(comparison.runs)))])
     return table(heads, rows)
 
 

@@ -51,6 +51,8 @@ details summary { cursor: pointer; white-space: nowrap; }
 details > code { display: block; margin: 2px 0 4px; color: #444; white-space: normal; word-break: break-all;
                  max-width: 60ch; }
 ul.notes li { margin: 2px 0; }
+ul.lines { list-style: none; padding: 0; margin: 4px 0 8px; }
+p.na { color: #b00020; }
 p.caption { color: #555; font-size: 12px; margin: 2px 0 8px; }
 figure { margin: 12px 0; }
 figure svg { max-width: 100%; height: auto; }
@@ -162,10 +164,16 @@ def inline_svg(figure: Figure, stem: str) -> str:
     return svg.replace("<svg ", f'<svg role="img" aria-label="{esc(stem.replace("_", " "))}" ', 1)
 
 
-def figures_section(figures: Mapping[str, Figure]) -> str:
-    """Every figure inline, each in its own `<figure>`."""
+def figures_section(figures: Mapping[str, Figure], gaps: Mapping[str, str] | None = None) -> str:
+    """Every figure inline, each in its own `<figure>`; then each figure not drawn, and why.
+
+    Args: figures: file stem -> Figure; gaps: file stem -> why that figure has nothing to draw (no empty figure is
+        made for it: the page says so in its place).
+    """
+    missing = [f'<p class="na" id="no-figure-{esc(stem)}">{esc(stem.replace("_", " "))}: no figure — {esc(why)}</p>'
+               for stem, why in (gaps or {}).items()]
     return section("Figures", *(f'<figure id="figure-{esc(stem)}">{inline_svg(fig, stem)}</figure>'
-                                for stem, fig in figures.items()), anchor="figures")
+                                for stem, fig in figures.items()), *missing, anchor="figures")
 
 
 def page(title: str, body: Sequence[str]) -> str:

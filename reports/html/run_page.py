@@ -2,18 +2,21 @@
 (`comparison_html`).
 
 The run's page holds what the terminal report holds (reports/terminal.py), top to bottom: the header
-(a PARTIAL banner with the reason, NOT STABLE when so), the metrics, memory by category, the kernel
-groups by time, the two rankings, the op groups, the notes and the run's figures. Every figure comes
-from the record as analysis wrote it; this module only chooses units, order and markup (docs/architecture.md:
-reports/ computes nothing). A null figure reads "n/a — <reason>". Each function returns the
-page's text; writing it (atomically) is the caller's job.
+(a PARTIAL banner with the reason, NOT STABLE when so), the iterations and machine lines, the metrics, memory by
+category, the kernel groups by time, the two rankings, the op groups, the notes and the run's figures. The lines
+under the header, the metrics rows and the memory reasons are the terminal's own text (`run_lines`,
+`metric_rows`, `memory_reason_lines`), so the page and the terminal show the same figures in the same words;
+the page adds what a table cell has room for (exact byte counts, the other precisions' peaks, the memory
+bandwidth). Every figure comes from the record as analysis wrote it; this module only chooses units, order and
+markup (docs/architecture.md: reports/ computes nothing). A null figure reads "n/a — <reason>". Each function
+returns the page's text; writing it (atomically) is the caller's job.
 """
 
 from __future__ import annotations
 
-from tbd.core.profile_result import MEMORY_CATEGORIES, PARTIAL, FlopUtil, KernelRow, Memory, Profile, Value
-from tbd.reports.console import ABOVE_PEAK_MARK, above_peak, fmt_window, kernel_noun
-from tbd.reports.figures.run_figures import run_title
+from tbd.core.profile_result import MEMORY_CATEGORIES, PARTIAL, KernelRow, Memory, Profile
+from tbd.reports.console import ABOVE_PEAK_MARK, above_peak, kernel_noun
+from tbd.reports.figures.run_figures import figure_gaps, run_title
 from tbd.reports.figures.saving import run_figures
 from tbd.reports.html.cluster_section import cluster_section
 from tbd.reports.html.comparison_page import comparison_html
@@ -34,17 +37,24 @@ from tbd.reports.html.page import (
 )
 from tbd.reports.html.sweep_page import sweep_html
 from tbd.reports.kernels.short_names import short_kernel_name
-from tbd.reports.numbers import NA, fmt_bandwidth, fmt_bytes_si, fmt_count, fmt_duration, fmt_pct, fmt_rate, fmt_sig
+from tbd.reports.numbers import (
+    NA,
+    fmt_bandwidth,
+    fmt_byte_amount,
+    fmt_bytes,
+    fmt_count,
+    fmt_duration,
+    fmt_pct,
+    fmt_rate,
+)
 from tbd.reports.printable import printable
-from tbd.reports.quality_text import machine_parts, throughput_detail
+from tbd.reports.terminal import memory_reason_lines, metric_rows, run_lines
 
 __all__ = ["comparison_html", "profile_html", "sweep_html"]
 #: Kernel groups, ranked groups and op groups shown per table.
 DEFAULT_TOP = 15
 #: Room for a kernel name in a table cell; the full name unfolds beneath it.
 NAME_CHARS = 60
-_PEAK_SOURCES = {"gpu_table": "GPU table", "hardware_model": "hardware model", "user": "given with --peak-flops",
-                 "measured_gemm": "measured GEMM ceiling", "none": "none"}
 
 
 def profile_html(profile: Profile, title: str | None = None, *, top: int = DEFAULT_TOP) -> str:
@@ -57,10 +67,11 @@ def profile_html(profile: Profile, title: str | None = None, *, top: int = DEFAU
     title = title or f"tbd · {run_title(profile)}"
     noun = kernel_noun(profile)
     body = [_header(profile, title), _metrics(profile), _memory(profile.metrics.memory_bytes),
-            _kernels(profile, noun, top), _rankings(profile, noun, top), _op_groups(profile, top),
+            _kernels(profile, noun, top), _rankings(profile, noun, top), _recommendations(profile),
+            _op_groups(profile, top),
             cluster_section(profile.cluster) if profile.cluster is not None else "",
             section("Notes", notes_list(profile.notes) or "<p>none</p>", anchor="notes"),
-            figures_section(run_figures(profile))]
+            figures_section(run_figures(profile), figure_gaps(profile))]
     return page(title, body)
 
 
@@ -77,8 +88,7 @@ def _header(profile: Profile, title: str) -> str:
     batch = spec.get("batch")
     pairs = [("Model", f"{spec.get('model') or NA} ({spec.get('framework') or NA})"),
              ("Batch", NA if batch is None else str(batch)), ("Precision", str(spec.get("precision") or NA)),
-             ("Device", f"{spec.get('device') or NA} — {device_name}"), ("Status", profile.status),
-             *_iteration_facts(profile)]
+             ("Device", f"{spec.get('device') or NA} — {device_name}"), ("Status", profile.status)]
     if spec.get("trace"):
         pairs.insert(0, ("Trace", str(spec["trace"])))
     parts = [f"<header>\n<h1>{esc(title)}</h1>"]
@@ -89,57 +99,29 @@ def _header(profile: Profile, title: str) -> str:
     if it is not None and it.source != "trace" and it.stable is False:
         parts.append(banner("NOT STABLE: iteration times never settled during warm-up; every figure is flagged",
                             warn=True))
-    parts += [facts(pairs), "</header>"]
+    lines = "".join(f"<li>{esc(line)}</li>" for line in run_lines(profile))
+    parts += [facts(pairs), f'<ul class="lines" id="run-lines">{lines}</ul>', "</header>"]
     return "\n".join(parts)
 
 
-def _iteration_facts(profile: Profile) -> list[tuple[str, str]]:
-    """Warm-up, stability and the windows; for a trace, its ProfilerSteps."""
-    it = profile.iterations
-    if it is None:
-        return [("Iterations", f"{NA} — no iteration was recorded")]
-    if it.source == "trace":
-        return [("Iterations", f"{len(it.times_s)} ProfilerSteps from the trace; warm-up and stability not checked")]
-    # warmup_detected is False both for a given warm-up and for a detector that ran out of budget.
-    how = "detected" if it.warmup_detected else ("not detected" if it.stable is False else "given")  # None: given
-    return [("Warm-up", f"{it.warmup} iterations in {fmt_duration(it.warmup_s)} ({how})"),
-            ("Stable", "yes" if it.stable else "NO" if it.stable is False else "not checked"),
-            ("Windows", f"timing iterations {fmt_window(it.timing_window)} · trace iterations "
-                        f"{fmt_window(it.trace_window)}"), *_machine_facts(profile)]
-
-
-def _machine_facts(profile: Profile) -> list[tuple[str, str]]:
-    """The measurement-quality record in one line; its warnings are among the notes."""
-    return [] if profile.quality is None else [("Machine", " · ".join(machine_parts(profile.quality, fmt_rate)))]
-
-
-def _value_row(label: str, value: Value, detail: str) -> list:
-    return [label, maybe(fmt_pct(value.value), value.value, value.reason), "" if value.value is None else detail]
+def _recommendations(profile: Profile) -> str:
+    """The recommendations analysis found the figures show, as the terminal lists them; none: no section."""
+    if not profile.recommendations:
+        return ""
+    return section("Recommendations", notes_list([printable(r.text) for r in profile.recommendations]),
+                   anchor="recommendations")
 
 
 def _metrics(profile: Profile) -> str:
-    """The paper's metrics, each with what it is measured over or why it is null."""
-    m = profile.metrics
-    tp, flop = m.throughput, m.flop_util_pct
-    also = ", ".join(f"{fmt_sig(v)} {printable(unit)}" for unit, v in tp.also.items())
-    rows = [["Throughput", maybe(f"{fmt_sig(tp.value)} {printable(tp.unit)}", tp.value, tp.reason),
-             throughput_detail(tp, also, fmt_sig, fmt_pct)],
-            *([_value_row("GPU busy", m.gpu_busy_pct, "union of kernel intervals / trace-window wall time")]
-              if m.gpu_busy_traced_pct is None else
-              [_value_row("GPU busy", m.gpu_busy_pct, "kernel time per traced iteration / untraced iteration time "
-                          "(timing window)"),
-               _value_row("GPU busy, as traced", m.gpu_busy_traced_pct, "union of kernel intervals / traced "
-                          "wall time, which the tracer stretches on the host")]),
-            _value_row("NVML utilization.gpu", m.gpu_busy_nvml_pct, "driver samples, timing window"),
-            ["FLOP utilization", maybe(fmt_pct(flop.value), flop.value, flop.reason),
-             f"{flop.source}: {fmt_rate(flop.flops, 'FLOP')} in {fmt_duration(flop.busy_s)} busy"
-             if flop.value is not None else ""],
-            *_flop_term_rows(flop),
-            ["Peak FLOP/s used (FP32)", maybe(fmt_rate(flop.peak_flops), flop.peak_flops, flop.hardware_peak_reason),
-             _peak_detail(flop)],
-            *_flop_gap_rows(profile, flop),
-            _value_row("CPU utilization", m.cpu_util_pct, "all cores, timing window")]
-    bandwidth = m.memory_bandwidth
+    """The terminal's metrics rows word for word, then what the terminal leaves out: the other precisions' peaks
+    and the memory bandwidth."""
+    rows = [[label, num(value) if value != NA else na_cell(None), detail]
+            for label, value, detail in metric_rows(profile)]
+    flop = profile.metrics.flop_util_pct
+    others = [f"{printable(p)} {fmt_rate(v)}" for p, v in flop.peaks_by_precision.items() if p != "fp32"]
+    if others:
+        rows.append(["Peak FLOP/s, other precisions", "", ", ".join(others)])
+    bandwidth = profile.metrics.memory_bandwidth
     if bandwidth is not None:
         source = {"gpu_table": "GPU table", "measured_copy": "measured copy"}.get(bandwidth.source, bandwidth.source)
         rows.append(["Memory bandwidth", maybe(fmt_bandwidth(bandwidth.value), bandwidth.value, bandwidth.reason),
@@ -147,72 +129,31 @@ def _metrics(profile: Profile) -> str:
     return section("Metrics", table(["Metric", "Value", "Detail"], rows), anchor="metrics")
 
 
-def _peak_detail(flop: FlopUtil) -> str:
-    """Where the FP32 peak came from, and the other precisions' peaks."""
-    text = _PEAK_SOURCES.get(flop.peak_source, printable(flop.peak_source))
-    if flop.peak_formula:
-        text += f": {printable(flop.peak_formula)}"
-    if flop.peak_source == "measured_gemm":
-        hardware = fmt_rate(flop.hardware_peak_flops) if flop.hardware_peak_flops is not None else \
-            f"{NA} — {printable(flop.hardware_peak_reason)}"
-        text += f"; hardware model {hardware}"
-    elif flop.measured_ceiling_flops is not None:
-        text += f"; measured GEMM ceiling {fmt_rate(flop.measured_ceiling_flops)}"
-    others = [f"{printable(p)} {fmt_rate(v)}" for p, v in flop.peaks_by_precision.items() if p != "fp32"]
-    return text + (f"; other precisions: {', '.join(others)}" if others else "")
-
-
-def _flop_term_rows(flop: FlopUtil) -> list[list]:
-    """The FLOP utilization's terms, as the terminal shows them: each precision's FLOPs and the peak it is held
-    to, the share above peak with the capped figure, the FLOPs of groups not listed."""
-    rows = []
-    for w in flop.by_precision:
-        at = (f"at {fmt_rate(w.peak_flops)} peak: {fmt_duration(w.seconds_at_peak)} at peak" if w.peak_flops
-              else "no peak for it: left out of the utilization")
-        rows.append([f"· {printable(w.precision) or 'precision unknown'}", num(fmt_rate(w.flops, "FLOP")),
-                     f"{fmt_pct(w.share_pct)} of the FLOPs, {at}"])
-    if flop.above_peak_flops_pct is not None:
-        capped = f"{fmt_pct(flop.value_capped_pct)} with them capped at 100 %" if flop.value_capped_pct is not None \
-            else "capped: n/a"
-        rows.append(["· above peak", num(fmt_pct(flop.above_peak_flops_pct)),
-                     f"of the FLOPs in kernel groups above their peak (Winograd, FFT: fewer operations than "
-                     f"counted); {capped}"])
-    if flop.flops_unlisted:
-        rows.append(["· not listed", num(fmt_rate(flop.flops_unlisted, "FLOP")),
-                     "in kernel groups past the profile's kernel list"])
-    return rows
-
-
-def _flop_gap_rows(profile: Profile, flop: FlopUtil) -> list[list]:
-    """The share of kernel time without FLOPs, then one row per cause."""
-    noun = kernel_noun(profile)
-    rows = [["No FLOP formula", maybe(fmt_pct(flop.unattributed_busy_pct), flop.unattributed_busy_pct, flop.reason),
-             f"busy time in {noun} with no FLOP formula" if flop.unattributed_busy_pct is not None else ""]]
-    gaps = profile.metrics.no_flop_formula
-    for gap in gaps.causes if gaps else []:
-        ops = ", ".join(f"{printable(o['name'])} {fmt_pct(o['pct'])}" for o in gap.ops[:5])
-        rows.append([f"· {gap.cause.replace('_', ' ')}", num(fmt_pct(gap.pct)),
-                     printable(gap.detail) + (f": {ops}" if ops else "")])
-    return rows
-
-
 def _memory(mem: Memory) -> str:
-    """Each category's own peak and the split at the allocator's peak, human units beside exact bytes."""
+    """Each category's own peak and the split at the allocator's peak as the terminal shows them (its units, its
+    "(analytic)" marks, its reasons under the table), the exact bytes beside them."""
     rows = []
     for name in (*MEMORY_CATEGORIES, "unattributed"):
-        own = Cell("—") if name == "unattributed" else bytes_cell(getattr(mem, name), mem.reasons.get(name))
+        own = Cell("—") if name == "unattributed" else _bytes(getattr(mem, name), mem.reasons.get(name),
+                                                               analytic=mem.sources.get(name) == "analytic")
         at_peak = mem.at_peak.get(name)
-        at_peak_cell = bytes_cell(at_peak, mem.reasons.get("at_peak") if not mem.at_peak else None)
+        at_peak_cell = _bytes(at_peak, mem.reasons.get("at_peak") if not mem.at_peak else None)
         rows.append([name.replace("_", " "), own, _exact(getattr(mem, name, None)), at_peak_cell, _exact(at_peak)])
-    peak = bytes_cell(mem.allocator_peak, mem.reasons.get("allocator_peak"))
+    peak = _bytes(mem.allocator_peak, mem.reasons.get("allocator_peak"))
     footer = ["allocator peak", peak, _exact(mem.allocator_peak), peak, _exact(mem.allocator_peak)]
-    # A null category's reason is in its cell; what is left qualifies figures that exist (or has no cell).
-    reasons = [f"{name.replace('_', ' ')}: {printable(reason)}" for name, reason in mem.reasons.items()
-               if not (name in MEMORY_CATEGORIES and getattr(mem, name) is None)]
     parts = [table(["Category", "Own peak", "bytes", "At allocator peak", "bytes"], rows, footer=footer),
-             notes_list(reasons), _torch_memory(mem.cross_check)]
-    return section("Memory by category", '<p class="sub">Each category\'s own peak over the trace window, and '
-                   "the split at the allocator's peak.</p>", *parts, anchor="memory")
+             notes_list(memory_reason_lines(mem)), _torch_memory(mem.cross_check)]
+    return section("Memory by category", '<p class="sub">Own peak: each category\'s highest over the trace window, '
+                   "each at its own moment. At allocator peak: live at the allocator's highest moment; adds up to "
+                   "it (unattributed: what tbd could not put in a category).</p>", *parts, anchor="memory")
+
+
+def _bytes(value: int | None, reason: str | None, analytic: bool = False) -> Cell:
+    """Bytes as the terminal prints them ("1.50 GiB", "(analytic)" when inferred), the exact count or the reason
+    in the tooltip."""
+    if value is None:
+        return Cell(NA, title=reason, cls="na")
+    return num(fmt_bytes(value) + (" (analytic)" if analytic else ""), title=f"{fmt_count(value)} bytes")
 
 
 def _exact(value) -> Cell:
@@ -220,14 +161,15 @@ def _exact(value) -> Cell:
 
 
 def _torch_memory(cross: dict | None) -> str:
-    """PyTorch's memory-profiler categories beside ours, as recorded; its reason when it did not run."""
+    """PyTorch's memory-profiler categories beside ours, as recorded; its reason when it did not run (the terminal's
+    words)."""
     if not cross:
         return ""
     peaks = cross.get("peak_bytes")
     if not isinstance(peaks, dict):
         reason = cross.get("reason")
         why = na_cell(reason if isinstance(reason, str) else None).text
-        return f"<p>PyTorch memory profiler cross-check: {esc(why)}</p>"
+        return f"<p>PyTorch cross-check: {esc(why)}</p>"
     at_peak, maps_to = cross.get("at_peak") or {}, cross.get("maps_to") or {}
     rows = [[printable(name), printable(str(maps_to.get(name, "—"))).replace("_", " "), bytes_cell(peak),
              bytes_cell(at_peak.get(name))] for name, peak in peaks.items()]
@@ -253,11 +195,18 @@ def _util_cell(row: KernelRow) -> Cell:
     return num(fmt_pct(row.util_pct, suffix=""))
 
 
+def _share_cell(value: float | None, note: str | None) -> Cell:
+    """A Roof % or bandwidth % cell, flagged above 100 % as the terminal flags it (the note says why)."""
+    if isinstance(value, (int, float)) and value > 100.0:
+        return num(f"{fmt_pct(value, suffix='')} {ABOVE_PEAK_MARK}", title=note)
+    return num(fmt_pct(value, suffix=""))
+
+
 def _kernels(profile: Profile, noun: str, top: int) -> str:
     """The kernel groups by time, longest first."""
     rows = [[num(str(i)), kernel_name_cell(k.name), num(fmt_count(k.calls)), num(fmt_duration(k.time_s)),
              num(fmt_pct(k.time_share_pct, suffix="")), _util_cell(k), printable(k.precision),
-             Cell(k.bound) if k.bound else na_cell(k.roofline_note), num(fmt_pct(k.roofline_pct, suffix=""))]
+             Cell(k.bound) if k.bound else na_cell(k.roofline_note), _share_cell(k.roofline_pct, k.roofline_note)]
             for i, k in enumerate(profile.kernels[:top], 1)]
     if not rows:
         return section(f"{noun.capitalize()} by time", f"<p>{esc(NA)} — no {esc(noun)} in the trace window</p>",
@@ -273,15 +222,15 @@ def _rankings(profile: Profile, noun: str, top: int) -> str:
     flop_threshold = profile.metrics.flop_util_pct.kernel_average_pct
     bandwidth = profile.metrics.memory_bandwidth
     compute = [[kernel_name_cell(k.name), num(fmt_count(k.calls)), num(fmt_duration(k.time_s)),
-                num(fmt_pct(k.time_share_pct, suffix="")), _util_cell(k), num(fmt_pct(k.roofline_pct, suffix="")),
+                num(fmt_pct(k.time_share_pct, suffix="")), _util_cell(k), _share_cell(k.roofline_pct, k.roofline_note),
                 printable(k.precision)] for k in profile.low_util_kernels[:top]]
     memory = [[kernel_name_cell(k.name), num(fmt_count(k.calls)), num(fmt_duration(k.time_s)),
-               num(fmt_pct(k.time_share_pct, suffix="")), num(fmt_pct(k.bandwidth_util_pct, suffix="")),
-               num(fmt_bytes_si(k.bytes)), num(fmt_pct(k.roofline_pct, suffix=""))]
+               num(fmt_pct(k.time_share_pct, suffix="")), _share_cell(k.bandwidth_util_pct, k.roofline_note),
+               num(fmt_byte_amount(k.bytes)), _share_cell(k.roofline_pct, k.roofline_note)]
               for k in profile.low_bandwidth_kernels[:top]]
     name = noun[:-1].capitalize()
     return section(
-        "Low-utilization rankings",
+        "Low-utilization rankings", _recoverable(profile, noun, top),
         f"<h3>Compute-bound {esc(noun)} below the average FLOP utilization ({esc(fmt_pct(flop_threshold))})</h3>",
         table([name, "Calls", "Time", "Share %", "Util %", "Roof %", "Precision"], compute)
         if compute else "<p>none</p>",
@@ -289,6 +238,22 @@ def _rankings(profile: Profile, noun: str, top: int) -> str:
         f"({esc(fmt_pct(bandwidth.kernel_average_pct if bandwidth else None))})</h3>",
         table([name, "Calls", "Time", "Share %", "Bandwidth %", "Bytes", "Roof %"], memory)
         if memory else "<p>none</p>", anchor="rankings")
+
+
+def _recoverable(profile: Profile, noun: str, top: int) -> str:
+    """The default ranking, as `tbd kernels` and the terminal give it: the time reaching the roof would win back."""
+    heading = f"<h3>Where the time can be won back: {esc(noun)} by time x (1 - Roof %)</h3>"
+    rows = [[num(str(i)), kernel_name_cell(k.name), num(fmt_duration(k.recoverable_s)),
+             num(fmt_pct(k.recoverable_pct, suffix="")), num(fmt_pct(k.time_share_pct, suffix="")),
+             Cell(k.bound or NA), _share_cell(k.roofline_pct, k.roofline_note)]
+            for i, k in enumerate(profile.recoverable_kernels[:top], 1)]
+    if not rows:
+        return heading + "<p>none</p>"
+    caption = (f"{len(rows)} of {len(profile.recoverable_kernels)}, most first. Win: the group's time x (1 - Roof %), "
+               f"what reaching its roof would save; Win %: that share of the summed {noun[:-1]} time. Then the "
+               "paper's Table V and the memory-bound view.")
+    return heading + table(["#", noun[:-1].capitalize(), "Win", "Win %", "Share %", "Bound", "Roof %"], rows,
+                           caption=caption)
 
 
 def _op_groups(profile: Profile, top: int) -> str:

@@ -16,16 +16,20 @@ from tbd.core.profile_result import KernelRow, Profile
 #: CSV columns: the KernelRow scalars, then the flattened nested fields.
 _SCALARS = ("name", "calls", "time_s", "mean_s", "time_share_pct", "flops", "flop_source", "flops_per_s", "precision",
             "util_pct", "util_note", "bytes", "bytes_source", "intensity", "bound", "attainable_flops_per_s",
-            "roofline_pct", "bandwidth_util_pct", "roofline_note", "uncounted_calls", "uncounted_time_s")
+            "roofline_pct", "bandwidth_util_pct", "roofline_note", "uncounted_calls", "uncounted_time_s",
+            "recoverable_s", "recoverable_pct")
 _FLAT = ("grid", "block", "registers_per_thread", "shared_memory_bytes", "occupancy_pct", "op", "op_shapes",
          "ncu_command", "measured_flops", "measured_dram_bytes")
 
 
 def kernels_json(profile: Profile, rows: list[KernelRow]) -> dict[str, Any]:
-    """The rows and both rankings, with the thresholds they were ranked by (or why none), and the groups
-    neither ranking holds, their bound unknown. Always every row: --top limits the text only."""
+    """The rows; the default ranking (by the time that could be won back, `recoverable_s`, most first) and the
+    recommendations; the paper's Table V rankings with the thresholds they were ranked by (or why none); and the
+    groups no ranking holds, their bound unknown. Always every row: --top limits the text only."""
     bw = profile.metrics.memory_bandwidth
     return {"schema": profile.schema, "kernels": [asdict(r) for r in rows],
+            "recoverable_kernels": [asdict(r) for r in profile.recoverable_kernels],
+            "recommendations": [asdict(r) for r in profile.recommendations],
             "low_util_kernels": [asdict(r) for r in profile.low_util_kernels],
             "low_bandwidth_kernels": [asdict(r) for r in profile.low_bandwidth_kernels],
             "bound_unknown_kernels": [asdict(r) for r in profile.bound_unknown_kernels],

@@ -37,14 +37,24 @@ as C++ (`ck_tile::kentry<1, Rmsnorm2dFwd<…>>`) by a small reader of the common
 cannot read becomes "…". Names that are not C++ at all (`Memset (Device)`, TensorFlow's
 `scope/op:Type`, `nn.Module: Linear_22`) pass unchanged to the cutting step.
 
-This is display only: JSON output always keeps the full name, and two kernels may share a short
-name. Control characters are escaped first (`printable`), so the result is safe to print.
+Within one table, names stay unique (`unique_short_names`): where two different kernels would read
+the same (`implicit_convolve_sgemm<…>` twice), each first takes its compact or full form if those
+fit and differ; else the words that tell them apart are kept, found by comparing their full forms
+word by word (difflib), and the rest elided: `implicit_convolve_sgemm<…5, 5…3…>` beside
+`implicit_convolve_sgemm<…6, 7…5…>`, `cunn_ClassNLLCriterion_updateOutput…` beside
+`cunn_ClassNLLCriterion_updateGradInput…`; where even that does not fit or still collides, the
+shared short name is numbered (`… #1`, `… #2`, in table order).
+
+This is display only: JSON output always keeps the full name. Control characters are escaped first
+(`printable`), so the result is safe to print.
 """
 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from typing import NamedTuple, Union
 
 from tbd.core.errors import UsageError
@@ -139,6 +149,102 @@ def short_kernel_name(name: str, max_chars: int) -> str:
     if forms.core != forms.terse and not cut.endswith(f"<{forms.core}>"):
         return cut_name(forms.core, max_chars)
     return cut
+
+
+def unique_short_names(names: list[str], max_chars: int) -> list[str]:
+    """`short_kernel_name` of each of `names`, made unique among different names (module docstring).
+
+    The same name given twice reads the same; different names never do, as long as max_chars leaves room
+    for a number. Raises UsageError if max_chars < 1.
+    """
+    shorts = [short_kernel_name(n, max_chars) for n in names]
+    readers: dict[str, list[str]] = defaultdict(list)
+    for name, short in zip(names, shorts):
+        if name not in readers[short]:
+            readers[short].append(name)
+    chosen = {name: short for name, short in zip(names, shorts)}
+    for short, group in readers.items():
+        if len(group) > 1:
+            apart = _told_apart(group, max_chars)
+            if len(apart) < len(group) or len(set(apart.values())) < len(group):  # no words to tell them by
+                apart = {name: _numbered(short, k, max_chars) for k, name in enumerate(group, 1)}
+            chosen.update(apart)
+    out = [chosen[n] for n in names]
+    seen: dict[str, str] = {}
+    for i, (name, text) in enumerate(zip(names, out)):  # a told-apart form may meet another table row's
+        k = 1
+        while seen.setdefault(out[i], name) != name:
+            k += 1
+            out[i] = _numbered(text, k, max_chars)
+    return out
+
+
+def _numbered(text: str, k: int, max_chars: int) -> str:
+    mark = f" #{k}"
+    return cut_name(text, max(1, max_chars - len(mark))) + mark
+
+
+_TOKEN = re.compile(r"[A-Za-z]+|\d+")
+
+
+def _told_apart(group: list[str], max_chars: int) -> dict[str, str]:
+    """Names that read alike, each in a form that differs from the others' (module docstring)."""
+    forms = [kernel_name_forms(n) for n in group]
+    for level in ("compact", "full"):
+        texts = [getattr(f, level) for f in forms]
+        if len(set(texts)) == len(texts) and all(len(t) <= max_chars for t in texts):
+            return dict(zip(group, texts))
+    words = [[m for m in _TOKEN.finditer(f.full)] for f in forms]
+    out = {}
+    for i, name in enumerate(group):
+        kept: set[int] = set()
+        mine = [m.group() for m in words[i]]
+        for j in range(len(group)):
+            if j != i:
+                matcher = SequenceMatcher(None, mine, [m.group() for m in words[j]], autojunk=False)
+                for tag, i1, i2, _, _ in matcher.get_opcodes():
+                    if tag != "equal":
+                        kept.update(range(i1, i2))
+        text = _kept_words(forms[i].full, words[i], sorted(kept), max_chars)
+        if text is not None:
+            out[name] = text
+    return out
+
+
+def _kept_words(full: str, words: list[re.Match], kept: list[int], max_chars: int) -> str | None:
+    """`full` with only its base name and the words at `kept` (runs of adjacent ones with what lies between
+    them), the rest elided with "…"; the base cut at a word boundary if need be; None if it cannot fit."""
+    if not kept:
+        return None
+    runs: list[list[int]] = []
+    for k in kept:
+        if runs and k == runs[-1][-1] + 1:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    open_at = full.find("<")
+    first = words[runs[0][0]].start()
+    base_end = first if open_at < 0 or first <= open_at else open_at + 1
+    head = full[:base_end]
+    body = ELLIPSIS.join(full[words[r[0]].start():words[r[-1]].end()] for r in runs)
+    if words[runs[0][0]].start() > base_end and full[base_end:words[runs[0][0]].start()].strip(" ,<_:"):
+        body = ELLIPSIS + body
+    end = words[runs[-1][-1]].end()
+    rest = full[end:]
+    tail = (ELLIPSIS if rest.strip(" ,>)_") else "") + (">" if full.endswith(">") and ">" not in body[-1:] else "")
+    if runs[-1][-1] == len(words) - 1:
+        tail = rest if len(rest) <= 2 else ELLIPSIS
+    text = head + body + tail
+    if len(text) <= max_chars:
+        return text
+    head = head.rsplit("::", 1)[-1] if "::" in head.split("<", 1)[0] else head
+    room = max_chars - len(body) - len(tail)
+    if room < min(len(head), 8):
+        return None
+    head = head if len(head) <= room else cut_name(head, room)
+    if head.endswith(ELLIPSIS) and body.startswith(ELLIPSIS):
+        body = body[len(ELLIPSIS):]
+    return head + body + tail
 
 
 def kernel_name_forms(name: str) -> NameForms:

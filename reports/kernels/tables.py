@@ -27,20 +27,20 @@ from tbd.core.errors import UsageError
 from tbd.core.profile_result import KernelRow, Profile
 from tbd.reports.console import (
     ABOVE_PEAK_MARK,
+    MIN_NAME_CHARS,
     above_peak,
     console_text,
-    fit_names,
     kernel_noun,
     legend_grid,
     name_room,
     new_console,
     plain_table,
 )
-from tbd.reports.kernels.short_names import short_kernel_name
+from tbd.reports.kernels.short_names import short_kernel_name, unique_short_names
 from tbd.reports.numbers import (
     fmt_bandwidth,
+    fmt_byte_amount,
     fmt_bytes,
-    fmt_bytes_si,
     fmt_count,
     fmt_duration,
     fmt_intensity,
@@ -110,7 +110,9 @@ def _fit_columns(console: Console, build: Callable[[list[str], list[str]], Table
         if name_room(console, lambda empty: build(empty, dropped), len(names)) >= need:
             break
         dropped.append(column)
-    return fit_names(console, lambda shortened: build(shortened, dropped), names, short_kernel_name), dropped
+    # Not fit_names' one name at a time: the shortened names must stay unique within the table.
+    room = max(MIN_NAME_CHARS, name_room(console, lambda empty: build(empty, dropped), len(names)))
+    return build(unique_short_names([printable(n) for n in names], room), dropped), dropped
 
 
 def _kernel_table() -> Table:
@@ -158,19 +160,67 @@ def time_table(console: Console, profile: Profile, top: int) -> list[RenderableT
     return [title, table, legend_grid(legend)]
 
 
-def rankings(console: Console, profile: Profile, top: int) -> list[RenderableType]:
-    """Both rankings, `top` rows each: the compute-bound groups below the average FLOP utilization (the
-    paper's Table V), then the memory-bound ones below the average bandwidth utilization; then, apart, the
-    groups whose bound is unknown, which neither ranking can judge."""
+#: The rankings a report shows (`--ranking`): the time that could be won back (the default), or the paper's Table V.
+RECOVERABLE = "recoverable"
+TABLE_V = "table-v"
+RANKINGS = (RECOVERABLE, TABLE_V)
+
+
+def rankings(console: Console, profile: Profile, top: int, ranking: str = RECOVERABLE) -> list[RenderableType]:
+    """The ranking `ranking` names, `top` rows, then, apart, the groups whose bound is unknown, which no
+    ranking can judge. RECOVERABLE: every group with a known bound by the time reaching its roof would win back,
+    most first. TABLE_V: the compute-bound groups below the average FLOP utilization (the paper's Table V),
+    then the memory-bound ones below the average bandwidth utilization."""
+    if ranking not in RANKINGS:
+        raise UsageError(f"--ranking {ranking!r} is not one of {', '.join(RANKINGS)}")
     noun = kernel_noun(profile)
+    unknown = _bound_unknown(console, profile.bound_unknown_kernels[:top], len(profile.bound_unknown_kernels), noun)
+    older = not profile.recoverable_kernels and any(
+        r.bound and r.roofline_pct is not None and r.roofline_pct <= 100 and r.recoverable_s is None
+        for r in profile.kernels)
+    if ranking == RECOVERABLE and not older:
+        return [*_recoverable(console, profile, top, noun), *([Text(""), *unknown] if unknown else [])]
+    # A profile.json written before the won-back ranking holds Table V's alone: shown, said why.
+    why = [Text("This profile.json predates the ranking by the time that could be won back: the paper's Table V "
+                "follows (`tbd analyze` on the run computes it).", style="dim"), Text("")] \
+        if ranking == RECOVERABLE else []
     compute = _ranking(console, profile.low_util_kernels[:top], len(profile.low_util_kernels),
                        f"Compute-bound {noun} below the average FLOP utilization (the paper's Table V)",
                        _flop_threshold(profile), "Util %", _util)
     memory = _ranking(console, profile.low_bandwidth_kernels[:top], len(profile.low_bandwidth_kernels),
                       f"Memory-bound {noun} below the average bandwidth utilization",
                       _bandwidth_threshold(profile, noun), "BW %", _bw)
-    unknown = _bound_unknown(console, profile.bound_unknown_kernels[:top], len(profile.bound_unknown_kernels), noun)
-    return [*compute, Text(""), *memory, *([Text(""), *unknown] if unknown else [])]
+    return [*why, *compute, Text(""), *memory, *([Text(""), *unknown] if unknown else [])]
+
+
+def _recoverable(console: Console, profile: Profile, top: int, noun: str) -> list[RenderableType]:
+    """The default ranking: the groups by the time reaching their roof would win back, most first."""
+    rows = profile.recoverable_kernels[:top]
+    head = Text(f"Where the time can be won back: {noun} by time x (1 - Roof %)", style="bold")
+    if not rows:
+        why = (f"the trace window recorded no {noun}" if not profile.kernels else "no group's bound is known"
+               if profile.bound_unknown_kernels else "no group within 100 % of its roof")
+        return [head, Text(f"  none: {why}")]
+
+    def build(names: list[str], dropped: list[str]) -> Table:
+        table = _kernel_table()
+        shown = [h for h in ("#", "Win", "Win %", "Time %", "Bound", "Roof %") if h not in dropped]
+        for h in shown:
+            table.add_column(h, justify="left" if h == "Bound" else "right")
+        table.add_column("Name", no_wrap=True, overflow="ellipsis")
+        for i, (row, name) in enumerate(zip(rows, names), 1):
+            cells = {"#": str(i), "Win": fmt_duration(row.recoverable_s), "Win %": _cell_pct(row.recoverable_pct),
+                     "Time %": _cell_pct(row.time_share_pct), "Bound": printable(row.bound or NA),
+                     "Roof %": _cell_pct(row.roofline_pct)}
+            table.add_row(*(Text(cells[h]) for h in shown), Text(name))
+        return table
+
+    table, _ = _fit_columns(console, build, [r.name for r in rows], ("Win", "Bound"))
+    caption = Text(f"{len(rows)} of {len(profile.recoverable_kernels)}, most first. Win: the group's time x "
+                   f"(1 - Roof %), what reaching its roof would save; Win %: that share of the summed {noun[:-1]} "
+                   "time. Groups above 100 % of their roof (a misestimate) are left out. `--ranking table-v`: the "
+                   "paper's Table V instead.", style="dim")
+    return [head, table, caption]
 
 
 def _flop_threshold(profile: Profile) -> str:
@@ -215,7 +265,7 @@ def _bound_unknown(console: Console, rows: Sequence[KernelRow], listed: int, nou
 
     table, _ = _fit_columns(console, build, [r.name for r in rows], ())
     caption = Text(f"{len(rows)} of {listed}, longest first: neither compute- nor memory-bound can be told, so "
-                   "neither ranking holds them.", style="dim")
+                   "no ranking holds them.", style="dim")
     return [Text(f"{noun.capitalize()} whose bound is unknown", style="bold"), table, caption,
             legend_grid([(key, reason) for reason, key in keys.items()])]
 
@@ -244,18 +294,22 @@ def _ranking(console: Console, rows: Sequence[KernelRow], ranked: int, title: st
     return [head, table, caption]
 
 
-def render_kernel_report(profile: Profile, *, top: int = 10, width: int = 100, color: bool | None = False) -> str:
-    """The device line, the kernel table and both rankings (`top` rows each), and the ncu command of each
-    ranked group. Raises UsageError if top < 1."""
+def render_kernel_report(profile: Profile, *, top: int = 10, width: int = 100, color: bool | None = False,
+                         ranking: str = RECOVERABLE) -> str:
+    """The device line, the kernel table and the ranking `ranking` names (`top` rows each), and the ncu command
+    of each ranked group. Raises UsageError if top < 1."""
     if top < 1:
         raise UsageError(f"--top must be at least 1, got {top}")
     console = new_console(width, color)
     noun = kernel_noun(profile)
     pointer = Text(f"`tbd kernels RUN --kernel REGEX` shows one {noun[:-1]} in full.", style="dim")
     parts: list[RenderableType] = [*_header(profile, width), Text(""), *time_table(console, profile, top), pointer,
-                                   Text(""), *rankings(console, profile, top)]
-    ranked = [(f"compute-bound #{i}", r) for i, r in enumerate(profile.low_util_kernels[:top], 1)]
-    ranked += [(f"memory-bound #{i}", r) for i, r in enumerate(profile.low_bandwidth_kernels[:top], 1)]
+                                   Text(""), *rankings(console, profile, top, ranking)]
+    if ranking == RECOVERABLE and profile.recoverable_kernels:
+        ranked = [(f"won-back #{i}", r) for i, r in enumerate(profile.recoverable_kernels[:top], 1)]
+    else:
+        ranked = [(f"compute-bound #{i}", r) for i, r in enumerate(profile.low_util_kernels[:top], 1)]
+        ranked += [(f"memory-bound #{i}", r) for i, r in enumerate(profile.low_bandwidth_kernels[:top], 1)]
     commands = _ncu_section(ranked, width)
     if commands:
         parts += [Text(""), *commands]
@@ -291,9 +345,21 @@ def _ncu_section(ranked: list[tuple[str, KernelRow]], width: int) -> list[Render
         lines.append(f"# {label}: " + short_kernel_name(row.name, max(1, width - len(label) - 4)))
         lines += _command_lines(argv, shared, width)
     caption = ["Paste into a shell" + (": the first lines set the metrics every command collects." if shared
-                                       is not None else ".")]
+                                       is not None else "."), *_placeholder_lines([row for _, row, _ in argvs])]
     return [Text("Measure with Nsight Compute (launches of the last traced iteration)", style="bold"),
             *(Text(c, style="dim") for c in caption), *(Text(line, overflow="fold") for line in lines)]
+
+
+def _placeholder_lines(rows: Sequence[KernelRow]) -> list[str]:
+    """Said once under commands for a trace tbd did not run: the program is a placeholder, and where the
+    launch skip counts from (analysis.ncu.FOREIGN_SKIP_FROM)."""
+    programs = [r.ncu["target_placeholder"] for r in rows if isinstance(r.ncu, dict) and r.ncu.get("target_placeholder")]
+    if not programs:
+        return []
+    program = printable(str(programs[0]))
+    return [f"`{program}` stands for the program that recorded the trace: put its own command there.",
+            "--launch-skip counts from the start of the trace's window; ncu counts from the program's start "
+            "(no NVTX range marks the window): add each kernel's launches that ran before the window."]
 
 
 def _ncu_argv(ncu) -> list[str] | None:
@@ -397,6 +463,7 @@ def render_kernel_detail(rows: Sequence[KernelRow], profile: Profile, *, width: 
         if argv is not None:
             parts += [Text(line, overflow="fold") for line in _command_lines(argv, shared, width)]
         parts.append(Text(""))
+    parts += [Text(line, style="dim") for line in _placeholder_lines(rows)]
     if shared is not None:
         parts += [Text(f"The commands read the metrics to collect from ${METRICS_VAR}; set it first:", style="dim"),
                   *(Text(line, overflow="fold") for line in _metrics_lines(shared, width))]
@@ -436,7 +503,7 @@ def _detail_items(row: KernelRow) -> list[tuple[str, str]]:
         if op.get("stack"):
             items.append(("  Python stack", printable(op["stack"])))
     items += _launch_items(row.launch)
-    items += [("bytes moved", f"{fmt_bytes_si(row.bytes)} ({row.bytes_source})" if row.bytes is not None else NA),
+    items += [("bytes moved", f"{fmt_byte_amount(row.bytes)} ({row.bytes_source})" if row.bytes is not None else NA),
               ("arithmetic intensity", fmt_intensity(row.intensity)),
               ("bandwidth utilization", fmt_pct(row.bandwidth_util_pct)),
               ("roofline", f"{row.bound}-bound; attainable {fmt_rate(row.attainable_flops_per_s)}; achieved "
@@ -475,6 +542,6 @@ def _measured_text(m: dict) -> str:
         parts.append(f"FLOPs {fmt_count(m['flops'])} per launch (analytic {fmt_count(m.get('analytic_flops'))}; "
                      f"difference {_signed_pct(m.get('flops_difference_pct'))})")
     if m.get("dram_bytes") is not None:
-        parts.append(f"DRAM {fmt_bytes_si(m['dram_bytes'])} per launch (analytic "
-                     f"{fmt_bytes_si(m.get('analytic_bytes'))}; difference {_signed_pct(m.get('bytes_difference_pct'))})")
+        parts.append(f"DRAM {fmt_byte_amount(m['dram_bytes'])} per launch (analytic "
+                     f"{fmt_byte_amount(m.get('analytic_bytes'))}; difference {_signed_pct(m.get('bytes_difference_pct'))})")
     return "; ".join(parts)

@@ -4,6 +4,8 @@
     profile = tbd.profile_step(train_step, samples_per_step=64, model=model, optimizer=opt,
                                out="runs/mine")
     print(profile.metrics.throughput.value)
+    if not profile.quality.reliable:          # another load on the machine, or windows far apart
+        print("UNRELIABLE:", *profile.quality.warnings)
 
 The step runs in this process (a closure cannot move to a child), through the same stages, raw
 records and analysis as `tbd profile`, so the Profile (and run directory) has the same shape.
@@ -44,9 +46,13 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
         model, optimizer: the nn.Module and optimizer, for weights/gradients/optimizer-state
             memory (null with a reason when omitted).
         inputs: returns the input tensors the step uses (counted as dynamic memory).
+        name, throughput_unit: the workload's name and its throughput's unit in the report.
+        units_per_step: further throughput units and how many of each one step processes,
+            e.g. {"tokens/s": 3200.0}.
         device: where `step` runs ("auto", "cpu", "cuda", "cuda:N"); tbd only synchronises it.
         warmup: fixed warm-up iterations; None detects the end of warm-up.
-        iterations, trace_iterations: timing- and trace-window lengths.
+        iterations, trace_iterations: timing- and trace-window lengths, in iterations.
+        max_seconds: bound on warm-up plus timing, in seconds.
         out: run directory to write (profile.json, iterations.json, trace.pt.trace.json.gz); None keeps
             nothing on disk. A folder that is not empty is refused unless `force` and it holds a
             previous tbd run, which is then replaced.

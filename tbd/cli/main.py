@@ -4,32 +4,33 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import os
 import signal
 import sys
 import traceback
 
 from tbd import __version__
-from tbd.cli.commands import analyze, compare, env, gpus, kernels, profile, report, suite, sweep, train, tta
 from tbd.core.errors import TbdError, UsageError
 
-COMMANDS = {
-    "profile": (profile, "run a suite workload and report throughput, utilization, memory and kernels"),
-    "kernels": (kernels, "kernel drill-down: launch configuration, shapes, roofline, the two low-utilization "
-                         "rankings and their Nsight Compute commands"),
-    "analyze": (analyze, "analyse a PyTorch/Kineto trace that another tool recorded, a folder of them, or a tbd "
-                         "run again"),
-    "compare": (compare, "runs or traces side by side: every figure with its ratio to the first, op-by-op time "
-                         "deltas, the peak ratio against the measured one"),
-    "sweep": (sweep, "profile one workload at several batch sizes, or find the largest batch that fits"),
-    "train": (train, "train a suite model on real data to a quality target, N runs, logged the MLPerf way (MLPerf "
-                     "result logs, DAWNBench entries): time to accuracy, term by term"),
-    "tta": (tta, "time to accuracy from MLPerf Training submissions and DAWNBench entries, systems side by side, "
-                 "scored as mlperf-logging's result_summarizer and DAWNBench's rules score them"),
-    "report": (report, "render a saved profile, sweep, comparison or time-to-accuracy result again"),
-    "env": (env, "show, per framework, whether it is usable, its version, interpreter and GPU"),
-    "suite": (suite, "list the suite's models x frameworks and which run on this machine"),
-    "gpus": (gpus, "list the GPU table: peaks per precision, bandwidth, memory, with sources"),
+COMMANDS = {  # name -> what it does (its module, tbd.cli.commands.NAME, is imported when it runs)
+    "profile": "run a suite workload and report throughput, utilization, memory and kernels",
+    "kernels": "kernel drill-down: launch configuration, shapes, roofline, the two low-"
+               "utilization rankings and their Nsight Compute commands",
+    "analyze": "analyse a PyTorch/Kineto trace that another tool recorded, a folder of them, or a"
+               " tbd run again",
+    "compare": "runs or traces side by side: every figure with its ratio to the first, op-by-op "
+               "time deltas, the peak ratio against the measured one",
+    "sweep": "profile one workload at several batch sizes, or find the largest batch that fits",
+    "train": "train a suite model on real data to a quality target, N runs, logged the MLPerf way"
+             " (MLPerf result logs, DAWNBench entries): time to accuracy, term by term",
+    "tta": "time to accuracy from MLPerf Training submissions and DAWNBench entries, systems side"
+           " by side, scored as mlperf-logging's result_summarizer and DAWNBench's rules score "
+           "them",
+    "report": "render a saved profile, sweep, comparison or time-to-accuracy result again",
+    "env": "show, per framework, whether it is usable, its version, interpreter and GPU",
+    "suite": "list the suite's models x frameworks and which run on this machine",
+    "gpus": "list the GPU table: peaks per precision, bandwidth, memory, with sources",
 }
 
 
@@ -45,22 +46,39 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{command}: {message}" if command else message, hint=f"see `{self.prog} --help`")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module(name: str):
+    """The module of `tbd NAME` (tbd.cli.commands.NAME), imported when that command runs, as pip loads
+    its commands: `tbd analyze` then loads none of the training, sweep and MLPerf code (~50 ms of every start)."""
+    return importlib.import_module(f"tbd.cli.commands.{name}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `only`, the options of that command alone (the others listed by name)."""
     parser = _Parser(prog="tbd", description="Profile deep-learning training (the TBD suite).")
     parser.add_argument("--version", action="version", version=f"tbd {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (module, help_text) in COMMANDS.items():
+    for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(p)
-        p.set_defaults(handler=module.run)
+        if only is None or name == only:
+            module = command_module(name)
+            module.add_arguments(p)
+            p.set_defaults(handler=module.run)
     return parser
+
+
+def _command_named(argv: list[str]) -> str | None:
+    """The command an argument list runs: its first word that is not an option (tbd's own options
+    take no value); None when that word is no command (the whole parser then words the error)."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: returns the exit code (0 ok, 2 usage, 3 OOM, 4 crash, 130 interrupted)."""
-    parser = build_parser()
-    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(only=_command_named(words))
+    debug = "--debug" in words
     try:
         args = parser.parse_args(argv)
         return args.handler(args)

@@ -31,6 +31,7 @@ from tbd.core import rundir
 from tbd.core.errors import DiskFullError, InterruptedRun, OutOfMemoryError, TbdError, UsageError, WorkloadError
 from tbd.core.profile_result import PARTIAL, Profile
 from tbd.core.records import RunSpec
+from tbd.profilers.ceilings import REUSED
 
 ProgressSink = Callable[[dict], None]
 SIGKILL_EXIT = -9  # the kernel's OOM killer ends a process with SIGKILL
@@ -173,7 +174,7 @@ def prepare_out_dir(out: Path, force: bool, marker: str, kind: str) -> None:
 
 
 def profile_run(spec: RunSpec, run_dir: Path, progress: ProgressSink, probe_oom: bool = True,
-                force: bool = False, rename_after_device: bool = False) -> RunOutcome:
+                force: bool = False, rename_after_device: bool = False, ceilings: dict | None = None) -> RunOutcome:
     """Run the workload in a child; write RUN_DIR/profile.json and return it with the exit code.
 
     Raises OutOfMemoryError (nothing left behind if nothing was gathered), WorkloadError (crash:
@@ -181,9 +182,13 @@ def profile_run(spec: RunSpec, run_dir: Path, progress: ProgressSink, probe_oom:
     before anything was gathered. An interrupt after that returns the partial profile with exit
     code 130 (SIGINT) or 143 (SIGTERM). `rename_after_device`: `run_dir` is a default one named
     "-auto-" when the parent could not tell the device; it is renamed after the one that ran.
+    `ceilings`: a sweep's later point, what its first point lends it (profilers/ceilings.py,
+    `reusable_ceilings`): the child skips the GEMM ceiling after the windows and takes its bandwidth.
     """
     prepare_run_dir(run_dir, force)
     rundir.atomic_write_json(run_dir / rundir.SPEC, spec.to_dict())
+    if ceilings is not None:
+        rundir.atomic_write_json(run_dir / REUSED, ceilings)
     signals = ForwardedSignals()
     with signals.installed():
         child = run_child(run_dir, progress, signals)

@@ -28,7 +28,7 @@ class ModelInfo:
     default_threads: dict[str, int] = field(default_factory=dict)
     # The batch a CPU run takes unless --batch says otherwise (None: default_batch). The paper's GPU
     # batch makes a full-size image model's iteration last 3-25 s on a 2-core machine; at 4 (0.75 s
-    # quiet, ~9 s beside a busy loop in another session) `make profile` ends within 3 minutes (README).
+    # quiet, ~9 s beside a busy loop in another session) `make profile` ends within 3 minutes (docs/setup.md).
     cpu_batch: int | None = None
 
 

@@ -185,13 +185,16 @@ def run(run_dir: Path) -> int:
 
 
 def _thread_refused_under_cap(exc: BaseException, spec: RunSpec) -> bool:
-    """Under --memory-limit-gib, a thread that cannot start is memory running out: its stack (8 MiB of
-    address space) no longer fits under the cap, and the framework says "Resource temporarily
-    unavailable" (EAGAIN from pthread_create) instead of an allocation error (seen near a sweep's
-    largest batch)."""
+    """Under --memory-limit-gib, a native refusal that is memory running out: a thread that cannot
+    start (its stack, 8 MiB of address space, no longer fits under the cap: "Resource temporarily
+    unavailable", EAGAIN from pthread_create), or oneDNN failing to build a convolution ("could not
+    create a primitive": its scratch buffers did not fit), each instead of an allocation error (both
+    seen near a sweep's largest batch)."""
     if not spec.memory_limit_bytes:
         return False
-    return getattr(exc, "errno", None) == errno.EAGAIN or "Resource temporarily unavailable" in str(exc)
+    text = str(exc)
+    return (getattr(exc, "errno", None) == errno.EAGAIN or "Resource temporarily unavailable" in text
+            or "could not create a primitive" in text)
 
 
 def _crash(run_dir: Path, state: LoopState, exc: BaseException) -> int:

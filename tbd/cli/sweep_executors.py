@@ -41,6 +41,7 @@ from tbd.cli.orchestrate import ProgressSink, profile_run
 from tbd.core.errors import DiskFullError, InterruptedRun, OutOfMemoryError, ResultFormatError, TbdError, UsageError
 from tbd.core.profile_result import Profile
 from tbd.core.records import RunSpec
+from tbd.profilers.ceilings import reusable_ceilings
 
 EXECUTORS = ("local", "ray", "submitit")
 INTERRUPTED, DISK_FULL = "interrupted", "disk_full"  # a point's failures besides OOM and FAILED
@@ -66,13 +67,15 @@ class PointOutcome:
     run_dir: str | None = None  # the run directory on `host` (absolute)
 
 
-def run_point(spec: RunSpec, run_dir: Path, progress: Callable[[], ContextManager[ProgressSink]]) -> PointOutcome:
-    """Run one batch in `run_dir` without the OOM halving probe (the max search bisects by itself)."""
+def run_point(spec: RunSpec, run_dir: Path, progress: Callable[[], ContextManager[ProgressSink]],
+              ceilings: dict | None = None) -> PointOutcome:
+    """Run one batch in `run_dir` without the OOM halving probe (the max search bisects by itself);
+    `ceilings`: what the sweep's first point lends it (profilers/ceilings.py, `reusable_ceilings`)."""
     batch = spec.batch
     assert batch is not None  # the sweep always sets it
     try:
         with progress() as sink:
-            outcome = profile_run(spec, run_dir, sink, probe_oom=False)
+            outcome = profile_run(spec, run_dir, sink, probe_oom=False, ceilings=ceilings)
     except OutOfMemoryError as exc:  # its hint ("try a smaller --batch") is what the sweep does anyway
         return PointOutcome(batch, failure=OOM, reason=str(exc), kept=run_dir.is_dir())
     except InterruptedRun as exc:
@@ -158,20 +161,31 @@ class PointRunner(Protocol):
 
 
 class LocalRunner:
-    """This process, one point after another, each with its progress display."""
+    """This process, one point after another, each with its progress display.
+
+    The first point that completes measures everything; the later points skip the GEMM ceiling after
+    the windows and take its copy bandwidth (`ceilings`, profilers/ceilings.py): the same device and
+    dtype, so the same figures. Workers (Ray, Slurm) measure their own: they may run on other machines.
+    """
 
     remote = False
     parallel = False
 
     def __init__(self, progress: Callable[[], ContextManager[ProgressSink]]) -> None:
         self.progress = progress
+        self.ceilings: dict | None = None  # the first point's, once it has measured them
 
     def describe(self, points: int, search: bool) -> str | None:
         return None
 
     def submit(self, specs: Sequence[RunSpec], out: Path, stopped: Callable[[], bool]) -> Iterator[PointOutcome]:
         for spec in specs:
-            yield run_point(spec, out / f"b{spec.batch}", self.progress)
+            run_dir = out / f"b{spec.batch}"
+            outcome = run_point(spec, run_dir, self.progress, ceilings=self.ceilings)
+            if self.ceilings is None and outcome.profile is not None and outcome.profile.status == "complete" \
+                    and spec.world_size == 1:
+                self.ceilings = reusable_ceilings(run_dir, spec.batch or 0)
+            yield outcome
 
 
 def _import(module: str, extra: str) -> Any:

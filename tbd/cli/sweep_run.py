@@ -21,12 +21,25 @@ import contextlib
 import datetime as _dt
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ContextManager
 
-from tbd.analysis.sweep_plan import FAILED, LIST, MAX, OOM, failed_point, fits, make_sweep, next_batch, profile_device
+from tbd.analysis.sweep_plan import (
+    FAILED,
+    LIST,
+    MAX,
+    OOM,
+    doubling_batches,
+    failed_point,
+    fits,
+    forecast,
+    make_sweep,
+    next_batch,
+    profile_device,
+)
 from tbd.analysis.sweep_plan import sweep_point as point_from_profile
 from tbd.cli.frameworks import planned_device
 from tbd.cli.orchestrate import ProgressSink, prepare_out_dir
@@ -38,7 +51,7 @@ from tbd.core.records import RunSpec
 from tbd.core.sweep_result import Sweep, SweepPoint
 from tbd.core.targets import SWEEP_JSON, Kind, read_result
 from tbd.reports.renderers import SweepRenderer, save
-from tbd.reports.sweep_table import point_line
+from tbd.reports.sweep_table import forecast_line, plan_line, point_line
 
 SWEEP_CSV = "sweep.csv"
 FIGURES = "figures"
@@ -228,6 +241,12 @@ def run_sweep(base: RunSpec, plan: SweepPlan, out: Path, *, announce: Callable[[
         missing = [str(b) for b in batches if b not in points]
         return f"; cancelled batch {', '.join(missing)}" if missing else ""
 
+    def outlook(point_s: float | None) -> str | None:
+        ran = {b: fits(p) for b, p in points.items()}
+        return forecast_line(forecast(plan.batches, ran, plan.start, plan.cap, point_s))
+
+    announce(plan_line(list(plan.batches) if plan.batches is not None else None,
+                       doubling_batches(plan.start, plan.cap), forecast(plan.batches, {}, plan.start, plan.cap)))
     due: list[int] = []
     try:
         with requests.installed():
@@ -241,12 +260,17 @@ def run_sweep(base: RunSpec, plan: SweepPlan, out: Path, *, announce: Callable[[
                     announce(where)
                 last = due[0]
                 tried.update(due)
+                started = time.monotonic()
                 for outcome in runner.submit([replace(base, batch=b) for b in due], out,
                                              stopped=lambda: requests.received is not None):
+                    # One point at a time (here, or the max search on workers): its run time, start to profile.
+                    run_s = time.monotonic() - started if len(due) == 1 else None
                     point, named, stop, note = _settle(outcome, out, runner.remote)
                     if point is not None:
-                        points[outcome.batch] = point
+                        points[outcome.batch] = point = replace(point, run_s=run_s)
                         announce(point_line(point))
+                        if stop is None and len(due) == 1 and (line := outlook(run_s)):
+                            announce(line)
                     if note:
                         remote_notes.append(note)
                     if named and named[0] and device[0] is None:

@@ -2,7 +2,8 @@
 
 docs/sweep-compare-json.md is the contract. The first run is the reference: every ratio is
 "this run / the first". Runs of different models, batches, frameworks or devices may be compared;
-`differences` says which of those differ, so a reader never takes a batch change for a speed-up.
+`differences` says which of those differ, and a gap between runs that are not the same workload claims
+no speed ratio, so a reader never takes a batch change for a speed-up.
 Loading validates and raises `ResultFormatError` on anything malformed. Never pickle.
 """
 
@@ -38,6 +39,15 @@ class ComparedRun:
     compute_unit_name: str | None = None  # "SMs", "CUs" or "cores"
     device_memory_bytes: Count | None = None  # the GPU's memory; None on the CPU or when not recorded
     peaks_by_precision: dict[str, Amount] = field(default_factory=dict)  # every peak the run used, FLOP/s
+    # What every table and figure calls the run: --label, else "model · device · batch N" (made unique).
+    name: str = ""
+    # The run's measurement quality (profile.json's quality.reliable): False when a warning made it
+    # unreliable, null when there is no quality record (a trace tbd did not run; an older tbd), why in quality_reason.
+    reliable: bool | None = None
+    quality_warnings: list[str] = field(default_factory=list)
+    quality_reason: str | None = None
+    # Half-width of the 95 % interval of the throughput, % of it (profile.json's throughput.interval_pct).
+    throughput_interval_pct: Amount | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,13 @@ class MetricComparison:
     reasons: list[str | None]  # why a value is null
     ratios: list[Amount | None]  # value / the first run's; null where either is null or the first is 0
     higher_is_better: bool | None  # None: neither (memory is a cost, not a score)
+    # The 95 % interval of each ratio, from both runs' intervals (analysis.compare_runs.ratio_interval);
+    # empty lists where the figure has none (only throughput has one), null where a run lacks one.
+    ratio_low: list[Amount | None] = field(default_factory=list)
+    ratio_high: list[Amount | None] = field(default_factory=list)  # null also where the interval is unbounded
+    # Each run's unit where the runs' differ (throughput in images/s and sentences/s: no ratio); empty
+    # where every run's is `unit`.
+    units: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,16 @@ class Gap:
     # Its share of the delta; null when the net change is below analysis.compare_runs.MATERIAL_CHANGE_PCT
     # of the first run's kernel time (ops moving both ways around a near-zero total).
     top_op_share_pct: Delta | None
+    # The 95 % interval of speed_ratio (throughput's, from both runs' intervals); high null: unbounded.
+    speed_ratio_low: Amount | None = None
+    speed_ratio_high: Amount | None = None
+    speed_interval_reason: str | None = None  # why there is no interval (or why it is unbounded above)
+    # False when either run is unreliable, null when either has no quality record.
+    reliable: bool | None = None
+    # False when the two runs are not the same workload (model, batch or framework differ, or two
+    # traces launch different ops): no speed ratio, no op attribution; why in not_comparable_reason.
+    comparable: bool = True
+    not_comparable_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +148,11 @@ class Comparison:
                     if len(getattr(row, key)) != n:
                         raise ResultFormatError(f"comparison key '{kind}[{i}].{key}' has {len(getattr(row, key))} "
                                                 f"entries for {n} runs")
+        for i, row in enumerate(comparison.metrics):
+            for key in ("ratio_low", "ratio_high", "units"):
+                if getattr(row, key) and len(getattr(row, key)) != n:
+                    raise ResultFormatError(f"comparison key 'metrics[{i}].{key}' has {len(getattr(row, key))} "
+                                            f"entries for {n} runs")
         return comparison
 
 

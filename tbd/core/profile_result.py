@@ -13,6 +13,7 @@ number >= 0, `Count` an integer >= 0, `| None` null allowed, a default: the key 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, TypedDict
 
@@ -27,6 +28,15 @@ READABLE_SCHEMAS = ("tbd.profile/1", SCHEMA)
 COMPLETE = "complete"
 PARTIAL = "partial"
 MEMORY_CATEGORIES = ("weights", "gradients", "feature_maps", "workspace", "dynamic")
+
+
+def partial_reason(notes: list[str]) -> str | None:
+    """Why a partial profile stopped: its "partial: ..." note without that prefix (the caller says
+    "partial" itself, once); None when no note says."""
+    for note in notes:
+        if note.lower().startswith("partial:"):
+            return note[len("partial:"):].strip() or None
+    return None
 
 
 class SpecKeys(TypedDict, total=False):
@@ -219,6 +229,20 @@ class Bandwidth:
 
 
 @dataclass(frozen=True)
+class GpuIdle:
+    """The GPU's idle time in the trace window, split by cause (analysis.idle_time; HTA's idle time breakdown)."""
+
+    window_s: Amount  # the trace window
+    idle_s: Amount  # the window less the union of kernel intervals (every stream)
+    idle_pct: Pct  # of the window: 100 - the trace window's GPU busy %
+    gaps: Count  # idle intervals
+    seconds: dict[str, Amount | None]  # per cause: host_bound, synchronisation, memcpy, launch_gap, other
+    share_pct: dict[str, Pct | None]  # per cause, of idle_s
+    launch_gap_ns: Count  # a shorter gap with the next kernel queued is launch latency (HTA's default, 30 ns)
+    reasons: dict[str, str] = field(default_factory=dict)  # why a cause (or the shares) is null
+
+
+@dataclass(frozen=True)
 class Metrics:
     throughput: Throughput
     gpu_busy_pct: Value
@@ -232,6 +256,8 @@ class Metrics:
     # (gpu_busy_pct there is the kernels' time per iteration over the untraced iterations' time). None: a
     # trace alone, where gpu_busy_pct is this figure.
     gpu_busy_traced_pct: Value | None = None
+    # Why the GPU sat idle in the trace window (absent in older files and on runs without CUDA kernels).
+    gpu_idle: GpuIdle | None = None
 
 
 @dataclass(frozen=True)
@@ -268,6 +294,19 @@ class KernelRow:
     # and `util_pct` are the counted calls'. Absent (0) when every call is counted.
     uncounted_calls: Count = 0
     uncounted_time_s: Amount = 0.0
+    # What reaching the roofline would win back: time_s x (1 - roofline_pct / 100), and that as a share of the
+    # summed kernel time. Null where the bound is unknown or a share is above 100 % (absent in older files).
+    recoverable_s: Amount | None = None
+    recoverable_pct: Pct | None = None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """A plain recommendation that the figures show, with the figures it rests on."""
+
+    kind: str  # what it is about, a stable key (analysis.recommendations)
+    text: str  # the recommendation, its figures quoted
+    figures: list[str]  # the profile.json figures it rests on, each "where: value"
 
 
 @dataclass(frozen=True)
@@ -301,6 +340,14 @@ class Iterations:
     # phase was found, some iterations earlier. None: a profile from before this field, or a trace.
     warmup_run: Count | None = None
 
+    @property
+    def warmup_run_time_s(self) -> float:
+        """Seconds the warm-up iterations run took (the first `warmup_run` iteration times); for a
+        profile from before `warmup_run`, `warmup_s` (the time to the stable phase's start)."""
+        if self.warmup_run is not None and len(self.times_s) >= self.warmup_run:
+            return math.fsum(self.times_s[:self.warmup_run])
+        return self.warmup_s
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -326,6 +373,11 @@ class Profile:
     cluster: Cluster | None = None
     # Hardware counters a trace measured (CUPTI range profiler; absent in older files and other traces).
     counters: MeasuredCounters | None = None
+    # The default ranking: groups by the time reaching the roofline would win back (recoverable_s), most first;
+    # groups whose bound is unknown or whose share is above 100 % are not in it (absent in older files).
+    recoverable_kernels: list[KernelRow] = field(default_factory=list)
+    # Plain recommendations where the figures show them, each naming its figures (absent in older files).
+    recommendations: list[Recommendation] = field(default_factory=list)
     schema: Annotated[str, VERSION_TAG] = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -345,16 +397,23 @@ class Profile:
         # Issue 27's keys, absent at their defaults as in files written before them (read back alike).
         if data["metrics"]["gpu_busy_traced_pct"] is None:
             del data["metrics"]["gpu_busy_traced_pct"]
+        if data["metrics"]["gpu_idle"] is None:
+            del data["metrics"]["gpu_idle"]
         fu = data["metrics"]["flop_util_pct"]
         for key, default in (("by_precision", []), ("above_peak_flops_pct", None), ("value_capped_pct", None),
                              ("flops_unlisted", 0.0)):
             if fu.get(key) == default:
                 del fu[key]
         for rows in (data["kernels"], data["low_util_kernels"], data["low_bandwidth_kernels"],
-                     data.get("bound_unknown_kernels") or []):
+                     data.get("bound_unknown_kernels") or [], data["recoverable_kernels"]):
             for row in rows:
                 if not row["uncounted_calls"]:
                     del row["uncounted_calls"], row["uncounted_time_s"]
+                if row["recoverable_s"] is None and row["recoverable_pct"] is None:  # issue 28's keys, null: absent
+                    del row["recoverable_s"], row["recoverable_pct"]
+        for key in ("recoverable_kernels", "recommendations"):  # absent when empty, as in files written before them
+            if not data[key]:
+                del data[key]
         return c.finite_json(data)
 
     @classmethod
@@ -378,7 +437,8 @@ def _load_profile(data: Any) -> Profile:
     if isinstance(status, str) and status not in (COMPLETE, PARTIAL):
         raise ResultFormatError(f"profile status {status[:80]!r} is neither complete nor partial")
     profile = _LOAD(data)
-    for where in ("kernels", "low_util_kernels", "low_bandwidth_kernels", "bound_unknown_kernels"):
+    for where in ("kernels", "low_util_kernels", "low_bandwidth_kernels", "bound_unknown_kernels",
+                  "recoverable_kernels"):
         for i, row in enumerate(getattr(profile, where)):
             if row.util_pct is not None and row.util_pct > 100.0 + c.PCT_SLACK and not row.util_note:
                 raise ResultFormatError(f"profile key '{where}[{i}].util_pct' is {row.util_pct:g} % without a "

@@ -190,6 +190,10 @@ class TraceRecords:
     ops: OpTable
     memory: MemoryEvents | None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # What GPU idle time waited on (analysis.idle_time), as (start_ns, end_ns) int64 arrays: the GPU's memcpy/memset
+    # intervals and the host's synchronisation calls. None: the reader does not keep them.
+    copies: tuple[np.ndarray, np.ndarray] | None = None
+    syncs: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)

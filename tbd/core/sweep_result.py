@@ -40,8 +40,33 @@ class SweepPoint:
     cpu_util_pct: Pct | None
     stable: bool | None  # the run's stability verdict; None when no profile
     memory_bytes: dict[str, Count | None] = field(default_factory=dict)  # POINT_MEMORY_KEYS -> bytes or None
+    # The split at the allocator's peak (profile.json's memory_bytes.at_peak: the categories and "unattributed",
+    # adding up to memory_bytes["allocator_peak"]); empty where unknown, or in files written before it.
+    memory_at_peak: dict[str, Count | None] = field(default_factory=dict)
     # Why a figure is null, by figure name ("throughput", "gpu_busy_pct", "memory.feature_maps", ...).
     reasons: dict[str, str] = field(default_factory=dict)
+    # The profile's measurement quality (profile.json's `quality`): False when a warning there makes the
+    # figures unreliable on the machine it ran on; None when the profile has no quality record (reasons["reliable"]).
+    reliable: bool | None = None
+    quality_warnings: list[str] = field(default_factory=list)  # the profile's quality warnings, in its words
+    # The throughput's 95 % interval (profile.json's throughput.interval_pct, a half-width in % of it) and its
+    # bounds, throughput x (1 -/+ interval_pct / 100), the low one not below 0; null with reasons["throughput_interval"].
+    throughput_interval_pct: Amount | None = None
+    throughput_low: Amount | None = None
+    throughput_high: Amount | None = None
+    run_s: Amount | None = None  # the point's run as the sweep timed it, start to profile, seconds
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What a sweep still has to run, said before its first point and after each (analysis.sweep_plan.forecast);
+    not saved."""
+
+    next_batch: int | None  # the batch it runs next; None when it is done
+    fewest: int  # points still to run, at fewest and at most (equal for a list of batches)
+    most: int
+    point_s: float | None  # the last point's run time, seconds: the estimate of each later point's; None before one
+    most_s: float | None  # most x point_s: an estimate (later points may run larger batches), not a measurement
 
 
 @dataclass(frozen=True)
@@ -59,6 +84,8 @@ class Sweep:
     smallest_failing_batch: PositiveInt | None  # the smallest batch that ran out of memory, None if none did
     memory_limit_bytes: Count | None = None  # the --memory-limit-gib cap each point ran under
     notes: list[str] = field(default_factory=list)
+    # The points that ran (ok or partial) whose profile says its figures are unreliable (`reliable` false).
+    unreliable_batches: list[PositiveInt] = field(default_factory=list)
     schema: Annotated[str, VERSION_TAG] = SWEEP_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

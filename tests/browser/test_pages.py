@@ -67,7 +67,7 @@ def test_page_loads_clean(context, pages_dir, file_name):
 
 def test_run_page_shows_the_records_values(context, pages_dir):
     page, _ = _open(context, pages_dir, "run.html")
-    assert page.locator("#metrics tr", has_text="Throughput").inner_text().split("\t")[1] == "1,843 sentences/s"
+    assert page.locator("#metrics tr", has_text="Throughput").inner_text().split("\t")[1] == "1,843.2 sentences/s"
     busy = page.locator("#metrics tr", has_text="GPU busy")  # the run's figure, then the traced window's own
     assert [row.split("\t")[:2] for row in busy.all_inner_texts()] == [["GPU busy", "87.3 %"],
                                                                        ["GPU busy, as traced", "41.6 %"]]
@@ -97,7 +97,7 @@ def test_sweep_and_comparison_pages_show_the_records_values(context, pages_dir):
 def test_pages_read_the_same_without_javascript(browser, pages_dir):
     context = browser.new_context(viewport=VIEWPORT, java_script_enabled=False)
     try:
-        for file_name, expected in (("run.html", "1,843 sentences/s"), ("sweep.html", "2,410"),
+        for file_name, expected in (("run.html", "1,843.2 sentences/s"), ("sweep.html", "2,410"),
                                     ("comparison.html", "2.10x")):
             page = context.new_page()
             page.goto((pages_dir / file_name).as_uri())

@@ -1,4 +1,4 @@
-"""The public API profiles a user's own step; the README's example runs as written."""
+"""The public API profiles a user's own step; the README's example runs as written and prints its warnings."""
 
 import json
 import re
@@ -23,8 +23,13 @@ def test_readme_example_runs(tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == f"throughput: {profile.metrics.throughput.value:,.1f} samples/s"
     assert printed[1].startswith("FLOP utilization: ") and printed[1].endswith((" %", ")"))
+    # the example reads profile.quality: an UNRELIABLE run prints each reason, a reliable one nothing
+    quality = profile.quality
+    assert quality is not None and quality.reliable == (quality.warnings == [])
+    expected = [] if quality.reliable else ["UNRELIABLE:", *(f"  {w}" for w in quality.warnings)]
+    assert "\n".join(printed[2:]) == "\n".join(expected)
     # warmup=2 is given, so stability is not checked (None): the example must not call it NOT STABLE
-    assert profile.iterations.stable is None and len(printed) == 2
+    assert profile.iterations.stable is None and not any("NOT STABLE" in line for line in printed)
     saved = json.loads((tmp_path / "my-mlp" / "profile.json").read_text())
     assert saved["metrics"]["throughput"]["value"] == pytest.approx(profile.metrics.throughput.value)
     model = scope["model"]

@@ -166,6 +166,12 @@ def test_kernel_tables(profile):
     assert all(r["roofline_note"] for r in profile.get("bound_unknown_kernels", []))
     shares = [r["time_share_pct"] for r in low]
     assert shares == sorted(shares, reverse=True)
+    # Ops that do no arithmetic (allocation, detach, autograd's nodes) take none of their parent op's FLOPs and
+    # are never compute-ranked (issue 28); the default ranking is by the time that could be won back, most first.
+    idle = [r for r in rows if r["name"] in ("aten::empty", "aten::detach", "detach", "ReluBackward0")]
+    assert idle and all(r["flops"] == 0 and r["bound"] != "compute" for r in idle)
+    won = [r["recoverable_s"] for r in profile["recoverable_kernels"]]
+    assert won and won == sorted(won, reverse=True)
 
 
 def test_cpu_drilldown_roofline_against_the_measured_ceiling_and_copy_bandwidth(run_dir, profile):
@@ -195,6 +201,10 @@ def test_kernels_command_prints_table_v(run_dir, capsys):
     assert main(["kernels", str(run_dir), "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "Ops by time (3 of" in out and "Util %" in out and "Roof %" in out
+    assert "Where the time can be won back: ops by time x (1 - Roof %)" in out
+    assert "the paper's Table V)" not in out
+    assert main(["kernels", str(run_dir), "--top", "3", "--ranking", "table-v"]) == 0
+    out = capsys.readouterr().out
     assert "Compute-bound ops below the average FLOP utilization (the paper's Table V)" in out
     assert "Memory-bound ops below the average bandwidth utilization" in out
 

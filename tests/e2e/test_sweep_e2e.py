@@ -30,7 +30,7 @@ from tbd.cli.sweep_run import load_sweep
 
 WINDOWS = ["--warmup", "1", "--iterations", "2", "--repeat", "1", "--trace-iterations", "1", "--threads", "1"]
 TINY = ["resnet50", "--size", "test", "--device", "cpu", *WINDOWS]
-CAP_GIB = "0.85"  # batch 32 (the start) fits with room; the boundary lies near 200-250 on a 2-core VM
+CAP_GIB = "0.85"  # the start fits with room; the boundary lay near 500 on a 2-core VM (2026-11-27)
 MAX_BATCH = 1024
 
 try:
@@ -70,6 +70,21 @@ def test_max_sweep_pins_the_largest_batch_that_fits(max_sweep):
         status = json.loads((out / failing.run_dir / "raw" / "status.json").read_text())
         assert status["state"] == "oom"
     print(f"max sweep: {len(sweep.points)} points, largest {largest}, {seconds:.0f} s")
+
+
+def test_later_points_measure_the_gemm_ceiling_before_the_windows_only(max_sweep):
+    out = max_sweep[0]
+    first, *later = [p for p in load_sweep(out).points if p.status == "ok"]
+    assert later and "GEMM ceiling" not in " ".join(json.loads((out / first.run_dir / "profile.json").read_text())["notes"])
+    for p in later:
+        raw = out / p.run_dir / "raw"
+        assert not (raw / "gemm.json").exists()  # the one after the windows: the first point's alone
+        before = json.loads((raw / "quality.json").read_text())["gemm_before"]
+        profile = json.loads((out / p.run_dir / "profile.json").read_text())
+        assert profile["metrics"]["flop_util_pct"]["measured_ceiling_flops"] == (before or {}).get("flops_per_s")
+        assert any(n.startswith("GEMM ceiling measured before the windows only") for n in profile["notes"])
+        # One traced iteration (WINDOWS; the sweep's default) gives the point its memory figures.
+        assert p.memory_bytes["allocator_peak"] and p.memory_bytes["feature_maps"]
 
 
 def test_the_answer_holds_when_batches_run_alone(max_sweep, tmp_path, capsys):

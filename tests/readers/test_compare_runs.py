@@ -13,12 +13,16 @@ import pytest
 from testpaths import FIXTURES, real_trace
 
 from tbd.cli.main import main
+from tbd.core.comparison import Comparison
+from tbd.reports.figures.saving import comparison_figures
 
 RUNS = FIXTURES / "runs"
 A_RUN, B_RUN = RUNS / "resnet50-test-cpu-b8-threads1", RUNS / "resnet50-test-cpu-b8-threads2"
 GPU = FIXTURES / "gpu"
 PT18, PT19, A100 = (real_trace("gpu/pt18_resnet50_bare_array.json.gz"), real_trace("gpu/pt19_resnet50_v100.json.gz"),
                     real_trace("gpu/pt2x_a100_nccl2_fractional.json.gz"))
+#: A recommendation model (embedding lookups, TF32 addmm) on an A100: not ResNet-50.
+RECSYS = real_trace("gpu/pt2x_a100_tf32_nccl16_cudagraph.json.gz")
 fetched = pytest.mark.skipif(not (PT18.exists() and PT19.exists() and A100.exists()),
                              reason="real GPU traces not fetched (tests/fixtures/README.md, gpu/)")
 
@@ -216,3 +220,62 @@ def test_v100_against_a100_peak_ratio_from_datasheets(capsys, expected):
     assert main(["compare", str(PT19), str(A100)]) == 0
     text = capsys.readouterr().out
     assert f"B has {19.5 / 15.7:.3g}x A's FP32 peak" in text
+
+
+@fetched
+def test_a_resnet50_trace_against_a_recommendation_model_claims_no_ratio(capsys):
+    """The issue's case: a V100 ResNet-50 trace against an A100 recommendation-model trace."""
+    if not RECSYS.exists():
+        pytest.skip("real GPU traces not fetched")
+    c = _compare_json(capsys, PT19, RECSYS)
+    gap = c["gaps"][0]
+    assert gap["comparable"] is False and "different models" in gap["not_comparable_reason"]
+    assert gap["speed_ratio"] is None and gap["top_op"] is None and gap["top_op_share_pct"] is None
+    assert all(o["gap_share_pct"][1] is None for o in c["ops"])
+    # the ops both launched: their share of each trace's kernel time, recounted from the JSON's op rows
+    shared = [o for o in c["ops"] if o["op"] != "(no launching op)" and all(o["time_per_iteration_s"])]
+    own = [sum(o["time_per_iteration_s"][i] for o in c["ops"] if o["op"] != "(no launching op)") for i in (0, 1)]
+    for i in (0, 1):
+        assert 100 * sum(o["time_per_iteration_s"][i] for o in shared) / own[i] < 50
+    assert main(["compare", str(PT19), str(RECSYS), "--label", "A=rn50-v100", "B=recsys-a100"]) == 0
+    text = capsys.readouterr().out
+    assert "as fast" not in text and "of that in" not in text and "Not the same workload" in text
+    assert "rn50-v100" in text and "recsys-a100" in text
+
+
+@fetched
+def test_labels_in_text_json_and_figure_legends(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert main(["compare", str(PT18), str(PT19), "--label", "A=torch 1.8", "B=torch 1.9 V100", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    text = captured.out
+    assert "torch 1.8" in text and "torch 1.9 V100" in text
+    assert captured.err == f"comparison saved: {out} (`tbd report {out} --html` makes its page)\n"  # says where
+    saved = _read(out)
+    assert [r["name"] for r in saved["runs"]] == ["torch 1.8", "torch 1.9 V100"]
+    # the same model on both sides: the ratio stands
+    assert saved["gaps"][0]["comparable"] is True and saved["gaps"][0]["speed_basis"] == "iteration time"
+    for figure in comparison_figures(Comparison.from_dict(saved)).values():
+        legend = [t.get_text() for ax in figure.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+        ticks = [t.get_text() for ax in figure.axes for t in ax.get_xticklabels()]
+        assert {"A: torch 1.8", "B: torch 1.9 V100"} <= set(legend + ticks) or not figure.axes[0].has_data()
+    # default names: the trace's stem and its GPU
+    c = _compare_json(capsys, PT18, PT19)
+    assert [r["name"] for r in c["runs"]] == ["pt18_resnet50_bare_array · cuda",
+                                              "pt19_resnet50_v100 · Tesla V100-DGXS-32GB"]
+    assert main(["compare", str(PT18), str(PT19), "--label", "C=x"]) == 2
+    assert "there is no run C" in capsys.readouterr().err
+
+
+@fetched
+def test_peak_flops_applies_to_traces_without_a_peak_unless_a_run_is_named(capsys):
+    # PyTorch 1.8's trace records no device; 1.9's names a V100 (15.7 TFLOP/s FP32, NVIDIA's datasheet).
+    c = _compare_json(capsys, PT18, PT19, "--peak-flops", "1e13")
+    assert [r["peak_fp32_flops"] for r in c["runs"]] == [1e13, 15.7e12]
+    assert any("applied to A" in n for n in c["notes"]) and any(n.startswith("B keeps its own FP32 peak")
+                                                               for n in c["notes"])
+    c = _compare_json(capsys, PT18, PT19, "--peak-flops", "B=1e13")
+    assert [r["peak_fp32_flops"] for r in c["runs"]] == [None, 1e13]
+    assert any("B's FP32 peak is 10.0 TFLOP/s, given with --peak-flops B=" in n for n in c["notes"])
+    assert main(["compare", str(A_RUN), str(PT19), "--peak-flops", "A=1e13"]) == 2
+    assert "tbd analyze" in capsys.readouterr().err

@@ -122,7 +122,7 @@ def test_a_huge_name_is_capped_once_and_the_report_stays_small(tmp_path):
     trace = _trace("name", "aten::copy_", lambda e: e.__setitem__("name", long_name))
     code, out, err = _analyze(_write(tmp_path, trace), "--json", str(tmp_path / "p.json"))
     assert code == 0 and not err
-    assert len(out.splitlines()) < 120
+    assert len(out.splitlines()) < 150  # the whole report, its ranking and recommendations: not ~100k wrapped lines
     names = json.dumps(load_profile(tmp_path / "p.json").metrics.no_flop_formula.causes[0].ops)
     assert "aten::copy_x y" in names and len(names) < MAX_NAME_CHARS + 200
 

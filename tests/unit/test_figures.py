@@ -40,9 +40,12 @@ def _point(batch, throughput, busy, flop, cpu, feature_maps, status="ok", reason
     memory = {"weights": weights, "gradients": weights, "feature_maps": feature_maps, "workspace": 256 * MiB,
               "dynamic": weights + batch * 3 * 224 * 224 * 4}
     memory["allocator_peak"] = sum(memory.values()) - 128 * MiB  # own peaks need not coincide
+    # At the allocator's peak half the workspace is live: the split adds up to the peak.
+    at_peak = {**{c: memory[c] for c in MEMORY_CATEGORIES}, "workspace": 128 * MiB, "unattributed": 0}
     return SweepPoint(batch=batch, status=status, reason=reason, run_dir=f"b{batch}", throughput=throughput,
                       throughput_unit="images/s", iteration_s=batch / throughput, gpu_busy_pct=busy,
-                      flop_util_pct=flop, cpu_util_pct=cpu, stable=True, memory_bytes=memory, **extra)
+                      flop_util_pct=flop, cpu_util_pct=cpu, stable=True, memory_bytes=memory,
+                      memory_at_peak=at_peak, **extra)
 
 
 def _failed_point(batch, status, reason) -> SweepPoint:
@@ -92,9 +95,11 @@ def sample_comparison() -> Comparison:
     """ResNet-50 at batch 64 on a V100 (A) and an H100 (B): B has 67 / 15.7 = 4.27x the FP32 peak and ran
     2,205 / 1,050 = 2.10x faster; convolution_backward holds 60 % of the kernel-time gap."""
     runs = [ComparedRun("A", "runs/rn50-v100", "complete", "resnet50", "pytorch", 64, "cuda:0",
-                        "Tesla V100-SXM2-16GB", 15.7e12, "gpu_table", 0.9e12, 3),
+                        "Tesla V100-SXM2-16GB", 15.7e12, "gpu_table", 0.9e12, 3,
+                        name="resnet50 · Tesla V100-SXM2-16GB · batch 64"),
             ComparedRun("B", "runs/rn50-h100", "complete", "resnet50", "pytorch", 64, "cuda:0",
-                        "NVIDIA H100 80GB HBM3", 67e12, "gpu_table", 3.35e12, 3)]
+                        "NVIDIA H100 80GB HBM3", 67e12, "gpu_table", 3.35e12, 3,
+                        name="resnet50 · H100 80GB HBM3 · batch 64")]
     weights = 25_557_032 * 4
     no_nvml = "NVML not sampled (--no-nvml)"
     metrics = [
@@ -164,7 +169,22 @@ def test_iteration_time_shades_exactly_the_window_indices():
     assert spans == {"warm-up": (-0.5, 13.5), "timing window": (13.5, 63.5), "trace window": (63.5, 66.5)}
     labels = [p.get_label() for p in ax.patches]
     assert "timing window: iterations 14–63" in labels and "trace window: iterations 64–66" in labels
-    assert any(label.startswith("warm-up: iterations 0–13, 3.87 s (detected)") for label in labels)
+    # The terminal's words: warmup_run is absent (an older profile), so the 14 iterations' 3.87 s.
+    assert "warm-up: 14 iterations run in 3.87 s" in labels
+
+
+def test_iteration_time_shades_the_warm_up_run_and_marks_where_the_stable_phase_starts():
+    # The issue's run: 20 warm-up iterations run, the stable phase found from iteration 1. The page said
+    # "Warm-up 1 iterations"; the figure shades the 20 run, labelled as the terminal says, with a line at 1.
+    times = [0.9, *([0.1] * 19), *([0.1] * 10)]
+    it = replace(cuda_profile().iterations, warmup=1, warmup_s=0.9, warmup_run=20, timing_window=[20, 29],
+                 trace_window=None, times_s=times)
+    ax = figures.iteration_time_figure(replace(cuda_profile(), iterations=it)).axes[0]
+    warm = next(p for p in ax.patches if p.get_label().startswith("warm-up"))
+    assert (warm.get_x(), warm.get_x() + warm.get_width()) == (-0.5, 19.5)
+    assert warm.get_label() == f"warm-up: 20 iterations run in {0.9 + 19 * 0.1:.2f} s"  # 2.80 s
+    stable = next(line for line in ax.lines if line.get_label().startswith("stable"))
+    assert stable.get_label() == "stable from iteration 1 (detected)" and list(stable.get_xdata()) == [0.5, 0.5]
 
 
 def test_iteration_time_of_a_trace_has_steps_and_no_windows():
@@ -279,17 +299,23 @@ def test_sweep_utilization_names_a_null_series_and_why():
     assert any("GPU busy %: n/a — no CUDA device" in t for t in _texts(fig))  # the reason, in the caption
 
 
-def test_sweep_memory_stacks_categories_per_batch():
+def test_sweep_memory_stacks_the_split_at_peak_and_draws_own_peaks_apart():
+    """Issue 28: the stack was each category's own peak, above the allocator's peak; now the stack is the
+    split at the allocator's peak (it adds up to the peak) and the own peaks are lines in a panel below."""
     sweep = sample_sweep()
     fig = figures.sweep_memory_figure(sweep)
-    ax = fig.axes[0]
+    ax, own = fig.axes[0], fig.axes[1]
     unit, name = byte_unit(v for p in sweep.points for v in p.memory_bytes.values())
-    assert name == "GiB" and ax.get_ylabel().startswith("bytes (GiB)")
+    assert name == "GiB" and ax.get_ylabel() == "at the allocator's peak (GiB)"
     bars = _bars(ax)
-    assert len(bars) == 5 * len(MEMORY_CATEGORIES)  # five points ran, the OOM one has no bar
+    assert len(bars) == 5 * len(MEMORY_CATEGORIES)  # five points ran, the OOM one has no bar; unattributed 0
     first = sorted((p for p in bars if p.get_x() < 0.5), key=lambda p: p.get_y())
-    assert [p.get_height() for p in first] == pytest.approx([sweep.points[0].memory_bytes[c] / GiB
-                                                             for c in MEMORY_CATEGORIES])
+    split = sweep.points[0].memory_at_peak
+    assert [p.get_height() for p in first] == pytest.approx([split[c] / GiB for c in MEMORY_CATEGORIES])
+    top = first[-1].get_y() + first[-1].get_height()  # the stack reaches the allocator's peak, no higher
+    assert top == pytest.approx(sweep.points[0].memory_bytes["allocator_peak"] / GiB)
+    workspace = next(line for line in own.lines if line.get_label() == "_workspace")
+    assert list(workspace.get_ydata()) == pytest.approx([256 * MiB / GiB] * 5)  # its own peak, 256 MiB
     peaks = next(line for line in ax.lines if line.get_label() == "allocator peak")
     assert list(peaks.get_xdata()) == [0, 1, 2, 3, 4]
     assert list(peaks.get_ydata()) == pytest.approx([p.memory_bytes["allocator_peak"] / GiB for p in sweep.points[:5]])
@@ -375,7 +401,7 @@ def test_figure_modules_never_import_pyplot(tmp_path):
                 [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else []
             assert not any("pyplot" in n or n == "pylab" for n in names), f"{path.name} imports {names}"
     # And at run time: rendering and saving every figure, and a page, leaves pyplot unimported.
-    code = ("import sys, test_reports; from tbd.reports.figures import saving; from tbd.reports.html import run_page; "
+    code = ("import sys; sys.path.insert(0, '..'); import test_reports; from tbd.reports.figures import saving; from tbd.reports.html import run_page; "
             "saving.save_figures(saving.run_figures(test_reports.cuda_profile()), sys.argv[1]); "
             "run_page.profile_html(test_reports.cuda_profile()); "
             "print('matplotlib.pyplot' in sys.modules)")
@@ -401,15 +427,33 @@ def test_profile_builders_stay_valid_records():
 
 def test_a_bisection_labels_powers_of_two_and_the_edge_and_one_oom_per_run():
     """A max search ends in crowded batches (416, 420, 421, 422, ...): labelled are the powers of two
-    and the largest batch that ran; a run of neighbouring OOM points carries one label."""
+    and the largest batch that ran, less a power of two within 1.3x of it (512 beside 420: the two labels
+    would overlap); a run of neighbouring OOM points carries one label."""
     ran = [_point(b, 10.0 * b, 50.0, 20.0, None, b * MiB) for b in (8, 16, 256, 416, 420)]
     oom = [SweepPoint(b, "oom", f"batch {b} ran out of memory on cpu", None, None, None, None, None, None, None,
                       None) for b in (421, 422, 424, 512)]
     sweep = Sweep("resnet50", "pytorch", "cpu", None, "test", "max", ran + oom, 420, 421)
     fig = figures.sweep_throughput_figure(sweep)
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16", "256", "420", "512"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16", "256", "420"]
     # every batch has a tick (matplotlib leaves out a minor tick where a major one is)
     assert sorted({*ax.get_xticks(), *ax.get_xticks(minor=True)}) == [8, 16, 256, 416, 420, 421, 422, 424, 512]
     assert [t.get_text() for t in ax.texts] == ["OOM"]
     assert sum("OOM at batch 421, 422, 424, 512" in t for t in _texts(fig)) == 1
+
+
+def test_a_flop_utilization_far_below_the_others_gets_its_own_axis():
+    """Issue 28: FLOP % of 0.02-2 on the 0-100 axis of GPU busy was a flat line: below 20 % it is drawn on
+    a right-hand axis from 0 to its highest point x 1.15, and the caption says so."""
+    sweep = sample_sweep()
+    points = [replace(p, flop_util_pct=v) for p, v in zip(sweep.points, (0.02, 0.9, 2.0))]
+    fig = figures.sweep_utilization_figure(replace(sweep, points=points))
+    left, right = fig.axes[0], fig.axes[1]
+    flop = next(line for line in right.lines if line.get_label() == "FLOP utilization % (right axis)")
+    assert list(flop.get_ydata()) == [0.02, 0.9, 2.0]
+    assert right.get_ylim() == pytest.approx((0, 2.3))  # 2.0 x 1.15
+    assert left.get_ylim() == (0, 105) and "FLOP utilization %" not in [line.get_label() for line in left.lines]
+    assert "FLOP utilization % (right axis)" in [t.get_text() for t in left.get_legend().get_texts()]
+    assert any("FLOP utilization on the right axis, 0-2.30 %" in t for t in _texts(fig))
+    same = figures.sweep_utilization_figure(sweep)  # 20 % and above: one axis, as before
+    assert len(same.axes) == 1

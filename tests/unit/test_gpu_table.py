@@ -10,7 +10,7 @@ import pytest
 from tbd.analysis.gpu_table import GPU_TABLE, PRECISIONS, find_gpu, table_rows
 from tbd.cli.main import main
 from tbd.core.errors import UsageError
-from tbd.reports.info_tables import render_gpu_table
+from tbd.reports.info_tables import render_gpu_table, short_gpu_name
 
 BY_NAME = {s.name: s for s in GPU_TABLE}
 
@@ -230,9 +230,49 @@ def test_renderer_formats_every_row():
     text = render_gpu_table(table_rows(), width=200, color=False)
     lines = text.splitlines()
     assert all(len(line) <= 200 for line in lines) and "\x1b" not in text
-    a100 = next(line for line in lines if line.startswith("NVIDIA A100-SXM4-80GB"))
-    assert a100.split()[-10:] == ["9.700", "19.50", "19.50", "156.0", "312.0", "312.0", "—", "624.0", "2.039", "80"]
-    assert all(s.name in text for s in GPU_TABLE)
+    a100 = next(line for line in lines if line.startswith("A100-SXM4-80GB "))
+    assert a100.split()[-10:] == ["9.700", "19.50", "19.50", "156.0", "312.0", "312.0", "—", "624.0", "1.854", "80"]  # 2,039 GB/s in TiB/s
+    # Each name whole on one line, without its vendor's prefix (the vendor heads its rows).
+    assert all(any(line.startswith(short_gpu_name(r) + "  ") for line in lines) for r in table_rows())
+    assert "not shown" not in text  # 200 columns hold every column
+
+
+def _gpu_lines(width):
+    lines = render_gpu_table(table_rows(), width=width, color=False).splitlines()
+    return lines, lines.index("NVIDIA") - 2  # the header line sits above the rule above "NVIDIA"
+
+
+@pytest.mark.parametrize("width", (80, 120))
+def test_gpu_table_fits_80_and_120_columns_one_line_per_gpu(width):
+    """Issue 28: `COLUMNS=80 tbd gpus` printed 396 lines, headers one letter per line; at 120 names wrapped."""
+    lines, header = _gpu_lines(width)
+    assert max(len(line) for line in lines) <= width
+    rows = table_rows()
+    body = lines[header + 2:header + 2 + len(rows) + 2]  # every GPU and the two vendor lines
+    assert [line for line in body if line in ("NVIDIA", "AMD")] == ["NVIDIA", "AMD"]
+    assert [line.split("  ")[0] for line in body if line not in ("NVIDIA", "AMD")] == [short_gpu_name(r) for r in rows]
+    assert len(lines) <= len(rows) + 14  # title, header, rule, vendors, a legend of a few lines
+
+
+def test_gpu_table_at_80_columns_keeps_the_training_precisions_and_says_what_it_dropped():
+    lines, header = _gpu_lines(80)
+    assert lines[header].split() == ["GPU", "FP32", "TF32", "FP16", "BF16", "FP8", "TiB/s", "GiB"]
+    # The A100 SXM4 80GB datasheet: 19.5 TF FP32, 156 TF TF32, 312 TF FP16/BF16 dense, no FP8, 2,039 GB/s, 80 GiB;
+    # bytes are binary everywhere: 2.039e12 / 2**40 = 1.8545 TiB/s.
+    a100 = next(line for line in lines if line.startswith("A100-SXM4-80GB "))
+    assert a100.split()[1:] == ["19.50", "156.0", "312.0", "312.0", "—", "1.854", "80"]
+    flat = " ".join(" ".join(lines).split())
+    assert "not shown: MHz, SMs/CUs, FP64 TC, Arch, FP64, CC, INT8 (at 80 columns" in flat
+    lines120, header120 = _gpu_lines(120)
+    assert lines120[header120].split()[:4] == ["GPU", "Arch", "CC", "FP64"]
+    assert "not shown: MHz, SMs/CUs, FP64 TC (at 120 columns" in " ".join(" ".join(lines120).split())
+
+
+def test_gpus_command_at_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["gpus"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80 and len(out.splitlines()) < 70
 
 
 def test_gpus_json(capsys):

@@ -153,7 +153,7 @@ def test_pages_are_self_contained(pages):
 
 
 def test_every_figure_is_an_inline_svg_with_ids_of_its_own(pages):
-    expected = {"cuda": 3, "partial": 3, "sweep": 3, "compare": 3}
+    expected = {"cuda": 3, "partial": 2, "sweep": 3, "compare": 3}  # the partial run has no kernel to draw
     for name, text in pages.items():
         page = Page(text)
         assert page.figure_children == ["svg"] * expected[name], name
@@ -180,23 +180,27 @@ def test_record_text_is_escaped_everywhere():
 
 
 def test_metrics_show_formatted_values(cuda_page):
-    assert cuda_page.row("Throughput")[1:] == ["1,843 sentences/s", "also 46,080 tokens/s"]
+    # The terminal's figures in the terminal's words (test_run_page_matches_terminal.py checks every row).
+    assert cuda_page.row("Throughput")[1:] == ["1,843.2 sentences/s", "also 46,080.0 tokens/s"]
     assert cuda_page.row("GPU busy")[1] == "87.3 %"
     assert cuda_page.row("NVML utilization.gpu")[1] == "94.0 %"
-    assert cuda_page.row("FLOP utilization")[1] == "21.4 %"
-    peak = cuda_page.row("Peak FLOP/s used (FP32)")
-    assert peak[1] == "66.9 TFLOP/s" and peak[2].startswith("hardware model; measured GEMM ceiling 51.3 TFLOP/s")
-    assert cuda_page.row("CPU utilization")[1] == "6.19 %"
-    assert cuda_page.row("Memory bandwidth")[1] == "3.35 TB/s"
+    assert cuda_page.row("FLOP utilization")[1:] == [
+        "21.4 %", "analytic: 4.2 TFLOP in 291.00 ms busy: the seconds at peak below over the busy time"]
+    # 4.166e12 FLOP / 66.9e12 FLOP/s = 62.27 ms at peak; / 291 ms busy = 21.4 %
+    assert cuda_page.row("· fp32")[2] == "100.0 % of the FLOPs, at 66.9 TFLOP/s -> 62.27 ms at peak"
+    assert cuda_page.row("FP32 peak FLOP/s")[1:] == ["66.9 TFLOP/s", "hardware model; GEMM ceiling 51.3 TFLOP/s"]
+    assert cuda_page.row("Peak FLOP/s, other precisions")[2] == "tf32 535 TFLOP/s, fp16 1.07 PFLOP/s"
+    assert cuda_page.row("CPU utilization")[1] == "6.2 %"
+    assert cuda_page.row("Memory bandwidth")[1] == "3.05 TiB/s"  # 3.35e12 B/s / 2**40: bytes are binary everywhere
 
 
 def test_null_figures_show_their_reason(cpu_page):
-    assert cpu_page.row("GPU busy")[1] == "n/a — no CUDA device"
-    assert cpu_page.row("NVML utilization.gpu")[1] == "n/a — no CUDA device (NVML: driver not loaded)"
-    assert cpu_page.row("workspace")[1] == "n/a — no op-scoped allocator events in the trace"
-    assert "at peak: 96.4 MiB allocated before the trace window is not attributed" in cpu_page.text
-    assert "PyTorch memory profiler cross-check: n/a — torch's memory profiler raised KeyError('Input Dims')" \
-        in cpu_page.text
+    assert cpu_page.row("GPU busy")[1:] == ["n/a", "n/a — no CUDA device"]
+    assert cpu_page.row("NVML utilization.gpu")[2] == "n/a — no CUDA device (NVML: driver not loaded)"
+    assert cpu_page.row("workspace")[1] == "n/a"
+    assert "workspace: n/a — no op-scoped allocator events in the trace" in cpu_page.text
+    assert "at allocator peak: 96.4 MiB allocated before the trace window is not attributed" in cpu_page.text
+    assert "PyTorch cross-check: n/a — torch's memory profiler raised KeyError('Input Dims')" in cpu_page.text
 
 
 def test_memory_in_human_units_with_exact_bytes(cuda_page):
@@ -243,7 +247,7 @@ def test_partial_run_has_a_banner_with_the_reason_and_not_stable():
 def test_sweep_summary_table():
     page = Page(rendered("sweep"))
     summary = page.tables[0]
-    assert summary[0][:4] == ["Batch", "Status", "Throughput (images/s)", "Iteration"]
+    assert summary[0][:5] == ["Batch", "Status", "Throughput (images/s)", "±95 % interval", "Iteration (median)"]
     assert page.column(summary, "Batch") == ["16", "32", "64", "128", "256", "512"]
     assert page.column(summary, "Status") == ["ok", "ok", "ok", "ok", "partial", "OOM"]
     assert page.column(summary, "Throughput (images/s)")[:5] == ["1,210", "1,820", "2,205", "2,390", "2,410"]
@@ -273,8 +277,8 @@ def test_comparison_runs_metrics_and_gaps():
     assert page.row("Throughput (higher is better)")[1:] == ["1,050 images/s", "2,205 images/s", "2.10x"]
     assert page.row("NVML utilization.gpu (higher is better)")[1:] == ["n/a — NVML not sampled (--no-nvml)",
                                                                         "97.0 %", "n/a"]
-    assert ("B has 4.27x A's FP32 peak; this workload ran 2.10x as fast (throughput); it spends 30.0 ms less kernel "
-            "time per iteration, 60.0 % of that in aten::convolution_backward.") in page.text
+    assert ("B has 4.27x A's FP32 peak; this workload ran 2.10x as fast (throughput; no interval); it spends 30.0 ms "
+            "less kernel time per iteration, 60.0 % of that in aten::convolution_backward.") in page.text
     assert page.row("aten::convolution_backward")[1:] == ["31.0 ms", "13.0 ms", "55.0", "41.0", "-18.0 ms", "60.0 %"]
     assert page.row("aten::cudnn_convolution_add_relu")[1] == "absent"
     assert "Not only the device differs" not in page.text

@@ -17,7 +17,7 @@ from testpaths import real_trace
 
 from tbd.core.profile_result import Profile
 from tbd.reports.kernels.export import kernels_json
-from tbd.reports.kernels.tables import METRICS_VAR, render_kernel_detail, render_kernel_report
+from tbd.reports.kernels.tables import METRICS_VAR, TABLE_V, render_kernel_detail, render_kernel_report
 from tbd.reports.terminal import render_profile
 
 V100_TRACE = real_trace("gpu/pt19_resnet50_v100.json.gz")  # not committed: tests/fixtures/gpu or shared/traces/gpu
@@ -26,7 +26,12 @@ _ECHO_NCU = 'ncu() { printf "%s\\0" "$@"; printf "\\1"; }\n'
 
 
 def _ranked(profile: Profile) -> list:
+    """The groups `--ranking table-v` gives commands to."""
     return profile.low_util_kernels[:10] + profile.low_bandwidth_kernels[:10]
+
+
+def _table_v(profile: Profile, **kw) -> str:
+    return render_kernel_report(profile, ranking=TABLE_V, **kw)
 
 
 def _shell_argvs(text: str) -> list[list[str]]:
@@ -41,17 +46,17 @@ def _shell_argvs(text: str) -> list[list[str]]:
 @pytest.mark.parametrize("width", [80, 120, 160])
 def test_ncu_commands_run_in_a_shell_as_printed(width):
     profile = cuda_profile()
-    assert _shell_argvs(render_kernel_report(profile, width=width)) == [r.ncu["argv"][1:] for r in _ranked(profile)]
+    assert _shell_argvs(_table_v(profile, width=width)) == [r.ncu["argv"][1:] for r in _ranked(profile)]
 
 
 def test_metric_list_printed_once_and_commands_read_it():
-    text = render_kernel_report(cuda_profile(), width=80)
+    text = _table_v(cuda_profile(), width=80)
     assert text.count("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum") == 1
     assert text.count(f'--metrics "${METRICS_VAR}"') == len(_ranked(cuda_profile())) == 4
 
 
 def test_commands_break_between_arguments():
-    text = render_kernel_report(cuda_profile(), width=80)
+    text = _table_v(cuda_profile(), width=80)
     lines = text.splitlines()
     block = lines[lines.index(f"{METRICS_VAR}=\\"):]
     assert all(len(line) <= 80 for line in block)
@@ -83,7 +88,7 @@ def test_a_different_metric_list_stays_in_its_command():
     argv = [a if a != NCU_METRICS else "dram__bytes_read.sum" for a in odd.ncu["argv"]]
     rows = [profile.low_bandwidth_kernels[0], replace(odd, ncu={**odd.ncu, "argv": argv})]
     profile = replace(profile, low_bandwidth_kernels=rows)
-    text = render_kernel_report(profile, width=120)
+    text = _table_v(profile, width=120)
     assert "--metrics dram__bytes_read.sum --csv" in text and text.count(f'"${METRICS_VAR}"') == 3
 
 
@@ -97,18 +102,19 @@ def test_odd_ncu_fields_render(ncu):
     profile = cuda_profile()
     row = replace(profile.low_util_kernels[0], ncu=ncu)
     profile = replace(profile, low_util_kernels=[row], low_bandwidth_kernels=[])
-    text = render_kernel_report(profile, width=80) + render_kernel_detail([row], profile, width=80)
+    text = _table_v(profile, width=80) + render_kernel_detail([row], profile, width=80)
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
 def test_header_breaks_between_phrases():
     wide = render_kernel_report(cuda_profile(), width=120).splitlines()
     assert wide[0] == "NVIDIA H100 80GB HBM3"
-    assert wide[1] == ("peaks fp16 1.07 PFLOP/s, fp32 66.9 TFLOP/s, tf32 535 TFLOP/s · memory bandwidth 3.35 TB/s "
+    # the H100's datasheet 3.35 TB/s in binary units, as every byte figure: 3.35e12 / 2**40 = 3.047 TiB/s
+    assert wide[1] == ("peaks fp16 1.07 PFLOP/s, fp32 66.9 TFLOP/s, tf32 535 TFLOP/s · memory bandwidth 3.05 TiB/s "
                        "(GPU table)")
     narrow = render_kernel_report(cuda_profile(), width=80).splitlines()
     assert narrow[1:3] == ["peaks fp16 1.07 PFLOP/s, fp32 66.9 TFLOP/s, tf32 535 TFLOP/s",
-                           "memory bandwidth 3.35 TB/s (GPU table)"]
+                           "memory bandwidth 3.05 TiB/s (GPU table)"]
 
 
 def _header_of_time_table(text: str) -> str:
@@ -136,9 +142,13 @@ def test_short_names_keep_every_column():
 def test_main_report_has_the_tables_but_no_commands():
     text = render_profile(cuda_profile(), width=80)
     assert "Kernels by time (9 of 9)" in text and "Roof %" in text
-    assert "Compute-bound kernels below the average FLOP utilization (the paper's Table V)" in text
-    assert "Memory-bound kernels below the average bandwidth utilization" in text
-    assert "ncu " not in text and METRICS_VAR not in text
+    assert "Where the time can be won back: kernels by time x (1 - Roof %)" in text
+    assert "Compute-bound kernels below the average FLOP utilization (the paper's Table V)" not in text
+    table_v = render_profile(cuda_profile(), width=80, ranking=TABLE_V)
+    assert "Compute-bound kernels below the average FLOP utilization (the paper's Table V)" in table_v
+    assert "Memory-bound kernels below the average bandwidth utilization" in table_v
+    assert "Where the time can be won back" not in table_v
+    assert "ncu " not in text + table_v and METRICS_VAR not in text + table_v
     assert "`tbd kernels RUN`: launch configuration, roofline and Nsight Compute commands." in text
 
 
@@ -148,6 +158,27 @@ def test_main_report_has_the_tables_but_no_commands():
 def test_real_v100_trace_reads_at_80_and_120_columns(width):
     from tbd.cli.run_analysis import profile_from_trace
     profile = profile_from_trace(V100_TRACE)
-    text = render_kernel_report(profile, width=width)
-    assert max(len(line) for line in text.splitlines()) <= width
-    assert _shell_argvs(text) == [r.ncu["argv"][1:] for r in _ranked(profile) if r.ncu and r.ncu.get("argv")]
+    for ranking, ranked in ((TABLE_V, _ranked(profile)), ("recoverable", profile.recoverable_kernels[:10])):
+        text = render_kernel_report(profile, width=width, ranking=ranking)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert _shell_argvs(text) == [r.ncu["argv"][1:] for r in ranked if r.ncu and r.ncu.get("argv")]
+    assert len(profile.recoverable_kernels[:10]) == 10 and all(r.ncu for r in profile.recoverable_kernels[:10])
+
+
+def test_the_default_ranking_gives_commands_to_the_groups_with_the_most_time_to_win_back():
+    profile = cuda_profile()
+    ranked = [r for r in profile.recoverable_kernels[:10] if r.ncu and r.ncu.get("argv")]
+    assert ranked  # the fixture's rows carry commands
+    text = render_kernel_report(profile, width=120)
+    assert _shell_argvs(text) == [r.ncu["argv"][1:] for r in ranked]
+    assert "# won-back #1: " in text
+
+
+def test_a_profile_written_before_the_won_back_ranking_shows_table_v_and_says_why():
+    profile = cuda_profile()
+    older = replace(profile, recoverable_kernels=[],
+                    kernels=[replace(r, recoverable_s=None, recoverable_pct=None) for r in profile.kernels])
+    text = render_kernel_report(older, width=120)
+    assert "predates the ranking by the time that could be won back" in text
+    assert "Compute-bound kernels below the average FLOP utilization (the paper's Table V)" in text
+    assert _shell_argvs(text) == [r.ncu["argv"][1:] for r in _ranked(profile)]

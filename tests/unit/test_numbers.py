@@ -19,7 +19,7 @@ from tbd.core.errors import UsageError
 from tbd.reports.numbers import (
     NA,
     fmt_bandwidth,
-    fmt_bytes_si,
+    fmt_byte_amount,
     fmt_count,
     fmt_duration,
     fmt_intensity,
@@ -29,7 +29,7 @@ from tbd.reports.numbers import (
 )
 
 NAN, INF = float("nan"), float("inf")
-ALL = (fmt_sig, fmt_pct, fmt_rate, fmt_bytes_si, fmt_bandwidth, fmt_duration, fmt_count, fmt_intensity)
+ALL = (fmt_sig, fmt_pct, fmt_rate, fmt_byte_amount, fmt_bandwidth, fmt_duration, fmt_count, fmt_intensity)
 
 
 @pytest.mark.parametrize("value, text", [
@@ -106,11 +106,12 @@ def test_fmt_rate_other_units():
     assert fmt_rate(1.234e6, unit="FLOP") == "1.23 MFLOP"
 
 
+# Bytes are binary everywhere (issue 28): bandwidths too, in GiB/s and TiB/s.
 @pytest.mark.parametrize("value, text", [
-    (1.55e12, "1.55 TB/s"),
-    (900e9, "900 GB/s"),
-    (3.35e12, "3.35 TB/s"),  # an H100 SXM's HBM3, as NVIDIA prints it
-    (2039e9, "2.04 TB/s"),
+    (1.55e12, "1.41 TiB/s"),  # 1.55e12 / 2**40 = 1.4097
+    (900e9, "838 GiB/s"),  # a V100's datasheet "900 GB/s": 9e11 / 2**30 = 838.19
+    (3.35e12, "3.05 TiB/s"),  # an H100 SXM's HBM3, "3.35 TB/s" as NVIDIA prints it: 3.0468 TiB/s
+    (2039e9, "1.85 TiB/s"),  # 2.039e12 / 2**40 = 1.8545
     (0, "0 B/s"),
 ])
 def test_fmt_bandwidth(value, text):
@@ -120,13 +121,15 @@ def test_fmt_bandwidth(value, text):
 @pytest.mark.parametrize("value, text", [
     (512, "512 B"),
     (np.int64(999), "999 B"),
-    (1000, "1.00 kB"),
-    (80 * 10**9, "80.0 GB"),
-    (1.55e12, "1.55 TB"),
-    (2**40, "1.10 TB"),  # decimal units: a binary TiB is 1.10 TB
+    (1000, "1000 B"),  # an exact count below 1 KiB stays exact
+    (1024, "1.00 KiB"),
+    (1023.9 * 1024, "1.00 MiB"),  # 1,023.9 KiB rounds to 1,024 KiB: the next prefix
+    (80 * 10**9, "74.5 GiB"),  # 8e10 / 2**30 = 74.506
+    (1.55e12, "1.41 TiB"),
+    (2**40, "1.00 TiB"),
 ])
-def test_fmt_bytes_si(value, text):
-    assert fmt_bytes_si(value) == text
+def test_fmt_byte_amount(value, text):
+    assert fmt_byte_amount(value) == text
 
 
 @pytest.mark.parametrize("value, text", [

@@ -93,3 +93,41 @@ def test_the_child_logs_each_stage_in_workload_log(capsys):
     words = [line.split(" ", 2)[2] for line in capsys.readouterr().err.splitlines()]
     assert words == ["build started", 'plan: {"expected_s": 5.0}', "build ended: 1 of 1 done", "warmup started",
                      "warmup ended: 7 of - done", "done started"]
+
+
+def test_piped_progress_says_something_at_least_every_five_seconds():
+    """Issue 28: a piped run was silent for 24 s of warm-up (one line per stage, at its end)."""
+    out, now = io.StringIO(), [0.0]
+    with StageProgress(Console(file=out, force_terminal=False, width=200), clock=lambda: now[0],
+                       heartbeat_s=5.0) as progress:
+        for t in (1.0, 4.9):  # the child is still importing its framework: nothing yet
+            now[0] = t
+            progress.tick()
+        now[0] = 5.0
+        progress.tick()
+        now[0] = 6.0
+        progress({"stage": "warmup", "done": 1, "total": None, "last_s": 1.5})
+        for t in range(7, 31):  # 24 s of warm-up, an event each 1.5 s; the thread would tick each second
+            now[0] = float(t)
+            if t % 3 == 0:
+                progress({"stage": "warmup", "done": (t - 6) // 3 * 2 + 1, "total": None, "last_s": 1.5})
+            progress.tick()
+        now[0] = 31.0
+        progress({"stage": "gemm_before", "done": 0, "total": 1})
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "tbd: [   5.0 s] waiting for the workload process (5.0 s so far)"
+    # Warm-up began at 6 s: lines at 10, 15, 20, 25 and 30 s (5 s after the one before), each with the count.
+    assert lines[1] == "tbd: [    10 s] warming up (until stable): 3 iterations, last 1.50 s, 4.0 s so far"
+    assert [line[6:14].strip() for line in lines[1:6]] == ["10 s", "15 s", "20 s", "25 s", "30 s"]
+    assert lines[5] == "tbd: [    30 s] warming up (until stable): 17 iterations, last 1.50 s, 24 s so far"
+    assert lines[6] == "tbd: [    31 s] warming up (until stable): 17 iterations (25 s)"
+    assert len(lines) == 8  # and the GEMM stage's line at the end: never 5 s without a line
+
+
+def test_a_plan_without_a_time_cut_names_the_iterations():
+    out = io.StringIO()
+    with StageProgress(Console(file=out, force_terminal=False, width=300), clock=lambda: 0.0,
+                       heartbeat_s=None) as progress:
+        progress({"stage": "plan", "budget_s": 600.0, "warmup_max_iterations": 200, "window_s": None, "repeat": 3,
+                  "iterations": 5})
+    assert "then 3 timing windows of 5 iterations each and a trace window" in out.getvalue()

@@ -42,7 +42,7 @@ def test_html_and_csv_carry_it_too():
     html = profile_html(_profile())
     assert ("other load 0.99 of 2 cores · GEMM ceiling 62.2 → 92.8 GFLOP/s · clock 2596 MHz · UNRELIABLE (notes say "
             "why)") in html.replace("&gt;", ">").replace("&#x27;", "'")
-    assert "median of 3 timing windows (0.900–1.10, spread 20.0 %, ±24.8 % at 95 %)" in html
+    assert "median of 3 timing windows (0.90–1.10, spread 20.0 %, ±24.8 % at 95 %)" in html
     rows = dict(line.split(",", 1) for line in profile_csv(_profile()).splitlines()[1:])
     assert rows["quality.other_load_cores"].startswith("0.99,cores")
     assert rows["quality.gemm_ceiling_flops.before"].startswith("62200000000.0,FLOP/s")

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from tbd.analysis import kernel_rows
+from tbd.analysis import kernel_rows, ranking
 from tbd.analysis.op_bytes.ops import NO_BYTES
 from tbd.analysis.peaks import USER, device_bandwidth
 from tbd.analysis.roofline import ABOVE_BANDWIDTH, ABOVE_PEAK, COMPUTE, MEMORY, roofline_point
@@ -119,3 +119,58 @@ def test_bandwidth_given_by_the_user_is_labelled_theirs_and_the_advice_names_it(
 def test_a_group_with_no_flops_and_no_bytes_has_no_bound_and_says_why():
     p = roofline_point(0.0, 0.0, 1e-6, PEAK, BW)  # a view or an allocation's op time on the CPU
     assert p.bound is None and p.reason.startswith("no FLOPs and no bytes")
+
+
+# -- The default ranking: by the time that could be won back (issue 28). --
+
+# long: 40 us at 50 % of the peak (2e7 FLOPs, 2e5 B: 100 FLOP/B, compute-bound): wins back 40 x 0.5 = 20 us.
+LONG = ("long", "aten::convolution", 40_000, 2e7, 2e5)
+# tiny: 1 us at 1 % of the peak (1e4 FLOPs, 1e2 B: 100 FLOP/B): wins back 1 x 0.99 = 0.99 us. Table V ranks it
+# first (far below the average), though it can win back 20x less than `long`.
+TINY = ("tiny", "aten::mm", 1_000, 1e4, 1e2)
+# over: 5e6 FLOPs in 2 us = 250 % of the peak: a misestimate, its won-back time unknown, not ranked.
+OVER = ("over", "aten::mm", 2_000, 5e6, 1e4)
+
+
+def test_the_default_ranking_is_by_the_time_reaching_the_roof_would_win_back():
+    t = _tables([LONG, GEMM, ADD, TINY, OVER, *COPY])
+    total_ns = 40_000 + 10_000 + 2_000 + 1_000 + 2_000 + 25_000
+    # long 20 us; gemm 10 x 0.4 = 4 us; add 2 x (1 - 0.6) = 0.8 us; tiny 0.99 us; over and copy: unknown.
+    expected = [("long", 20e-6), ("gemm", 4e-6), ("tiny", 0.99e-6), ("add", 0.8e-6)]
+    assert [r.name for r in t.recoverable] == [name for name, _ in expected]
+    for row, (_, seconds) in zip(t.recoverable, expected):
+        assert row.recoverable_s == pytest.approx(seconds)
+        assert row.recoverable_pct == pytest.approx(100 * seconds / (total_ns * 1e-9))
+    # Table V, kept as a view: below the average (50 x 40 + 60 x 10 + 0.5 x 2 + 1 x 1 + 0.032 x 25) / 78 = 33.4 %
+    assert t.flop_threshold_pct == pytest.approx((50 * 40 + 60 * 10 + 0.5 * 2 + 1 * 1 + 0.032 * 25) / 78)
+    assert [r.name for r in t.low_compute] == ["tiny"]
+    rows = {r.name: r for r in t.rows}
+    assert rows["over"].recoverable_s is None and rows["direct_copy"].recoverable_s is None
+    assert rows["long"].ncu is None  # a CPU trace: no Nsight Compute command
+
+
+def test_recoverable_time_is_unknown_without_a_share_and_never_negative():
+    assert ranking.recoverable_ns(1000, 25.0) == 750.0
+    assert ranking.recoverable_ns(1000, 100.0) == 0.0
+    assert math.isnan(ranking.recoverable_ns(1000, None))
+    assert math.isnan(ranking.recoverable_ns(1000, 100.5))  # a misestimate: unknown, not -5
+
+
+def test_recommendations_only_where_the_figures_show_them():
+    # One FP32 compute-bound group, 100 % of the time at 50 % of the peak; an FP16 peak 8x the FP32 one.
+    trace, util = _trace([LONG])
+    t = kernel_rows.kernel_tables(trace, util, {"fp32": PEAK, "fp16": 8 * PEAK}, BW, lambda g: None)
+    kinds = [r.kind for r in t.recommendations]
+    assert kinds == ["start_here", "faster_precision"]
+    faster = t.recommendations[1]
+    assert "at 50 % of the FP32 peak" in faster.text and "8x that peak in FP16" in faster.text
+    assert faster.figures == ["kernels[0] (long).util_pct: 50", "metrics.flop_util_pct.peaks_by_precision.fp32: 1e+12",
+                              "metrics.flop_util_pct.peaks_by_precision.fp16: 8e+12"]
+    # An FP16 peak only 1.5x the FP32 one: not worth a move, nothing said.
+    t = kernel_rows.kernel_tables(trace, util, {"fp32": PEAK, "fp16": 1.5 * PEAK}, BW, lambda g: None)
+    assert [r.kind for r in t.recommendations] == ["start_here"]
+    # Memory-bound groups: 100 % of the time at 60 % of the bandwidth: move fewer bytes.
+    trace, util = _trace([ADD])
+    t = kernel_rows.kernel_tables(trace, util, {"fp32": PEAK, "fp16": 8 * PEAK}, BW, lambda g: None)
+    assert [r.kind for r in t.recommendations] == ["start_here", "fewer_bytes"]
+    assert "at 60 % of the memory bandwidth" in t.recommendations[1].text

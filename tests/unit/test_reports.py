@@ -9,13 +9,17 @@ in test_kernel_report.py.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from testpaths import FIXTURES
 
+from tbd.analysis.compare_runs import Side, compare_profiles
+from tbd.analysis.gpu_table import table_rows
 from tbd.cli.commands.suite import suite_rows
 from tbd.core.errors import UsageError
 from tbd.core.profile_result import (
@@ -24,6 +28,7 @@ from tbd.core.profile_result import (
     Bandwidth,
     FlopGap,
     FlopUtil,
+    GpuIdle,
     Iterations,
     KernelRow,
     Memory,
@@ -31,12 +36,14 @@ from tbd.core.profile_result import (
     NoFlopFormula,
     PrecisionWork,
     Profile,
+    Recommendation,
     Throughput,
     Value,
 )
+from tbd.reports.comparison_text import render_comparison
 from tbd.reports.console import shorten_middle
-from tbd.reports.info_tables import render_suite
-from tbd.reports.kernels.tables import render_kernel_detail, render_kernel_report
+from tbd.reports.info_tables import render_gpu_table, render_suite
+from tbd.reports.kernels.tables import TABLE_V, render_kernel_detail, render_kernel_report
 from tbd.reports.terminal import fmt_bytes, fmt_flops, render_profile
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden"  # tools/regen_goldens.py loads this file alone
@@ -122,6 +129,15 @@ def _torch_cross_check() -> dict:
                         "autograd_detail": "dynamic", "unknown": "unattributed"}}
 
 
+def _won_back(rows: list[KernelRow], total_s: float) -> list[KernelRow]:
+    """The default ranking by hand: each row with a bound and a share within 100 % of its roof, its time x
+    (1 - Roof % / 100) saved at the roof, most first."""
+    out = [replace(k, recoverable_s=k.time_s * (1 - k.roofline_pct / 100),
+                   recoverable_pct=100 * k.time_s * (1 - k.roofline_pct / 100) / total_s)
+           for k in rows if k.bound and k.roofline_pct is not None and k.roofline_pct <= 100]
+    return sorted(out, key=lambda k: (-k.recoverable_s, k.name))
+
+
 def cuda_profile() -> Profile:
     """seq2seq on an H100: every field measured, a PyTorch memory cross-check present.
 
@@ -200,6 +216,14 @@ def cuda_profile() -> Profile:
         gpu_busy_pct=Value(87.3),
         gpu_busy_nvml_pct=Value(94.0),
         gpu_busy_traced_pct=Value(41.6),  # the traced iterations' own wall time, which the tracer stretched
+        # the trace window less the 0.291 s busy: 0.291 / 0.416 = 0.6995 s window, 0.4085 s idle in 120 gaps:
+        # 0.360 s host bound, 0.012 s synchronisation, 0.008 s memcpy, 0.0035 s launch gaps, the rest (0.0250 s) other
+        gpu_idle=GpuIdle(window_s=busy_s / 0.416, idle_s=busy_s / 0.416 - busy_s, idle_pct=100 - 41.6, gaps=120,
+                         seconds=(idle_seconds := {"host_bound": 0.36, "synchronisation": 0.012, "memcpy": 0.008,
+                                                   "launch_gap": 0.0035,
+                                                   "other": busy_s / 0.416 - busy_s - 0.36 - 0.012 - 0.008 - 0.0035}),
+                         share_pct={k: 100 * v / (busy_s / 0.416 - busy_s) for k, v in idle_seconds.items()},
+                         launch_gap_ns=30_000),
         flop_util_pct=FlopUtil(value=21.4, reason=None, source="analytic", peak_flops=peak,
                                peak_source="hardware_model", hardware_peak_flops=peak, hardware_peak_reason=None,
                                measured_ceiling_flops=51.3e12, flops=0.214 * peak * busy_s, busy_s=busy_s,
@@ -239,6 +263,10 @@ def cuda_profile() -> Profile:
         low_util_kernels=[k for k in kernels if k.bound == "compute" and not k.util_note and k.util_pct < flop_average],
         low_bandwidth_kernels=[k for k in memory_bound if k.bandwidth_util_pct < bandwidth_average],
         bound_unknown_kernels=[k for k in kernels if k.bound is None],  # in neither ranking, listed apart
+        recoverable_kernels=_won_back(kernels, total),
+        # Rendered as given: what analysis.recommendations says is tested against a real trace.
+        recommendations=[Recommendation("start_here", "Start with elemWiseRNNcell: 54 ms (18 % of the kernel time) "
+                                        "at 2.1 % of its roof (compute-bound).", ["recoverable_kernels[0].time_s: 0.054"])],
         notes=["2,412 memcpy/memset events excluded from kernels and busy time"],
     )
 
@@ -313,6 +341,7 @@ def cpu_profile() -> Profile:
         low_util_kernels=[k for k in ops if k.bound == "compute" and k.util_pct < flop_average],
         low_bandwidth_kernels=[k for k in memory_bound if k.bandwidth_util_pct < bandwidth_average],
         bound_unknown_kernels=[k for k in ops if k.bound is None],  # in neither ranking, listed apart
+        recoverable_kernels=_won_back(ops, total),
         notes=["CPU run: ops play the role of kernels; busy time is the sum of op self times"],
     )
 
@@ -361,15 +390,37 @@ def detail_rows(profile: Profile) -> list[KernelRow]:
     return [k for k in profile.kernels if "elemWiseRNNcell" in k.name or "indexSelect" in k.name]
 
 
+def _committed_runs_compared():
+    """The two committed CPU runs (threads 1 and 2) compared: the same workload, one timing window each."""
+    runs = [FIXTURES / "runs" / f"resnet50-test-cpu-b8-threads{n}" for n in (1, 2)]
+    return compare_profiles([Side(f"runs/{r.name}", Profile.from_dict(json.loads((r / "profile.json").read_text())))
+                             for r in runs])
+
+
+def _unlike_runs_compared():
+    """Two different workloads (seq2seq on an H100, resnet50 on a CPU): no speed ratio, no gap attribution."""
+    return compare_profiles([Side("runs/seq2seq", cuda_profile()), Side("runs/resnet50", cpu_profile())])
+
+
 GOLDENS = {
     **{f"profile_cuda_{w}.txt": (lambda w=w: render_profile(cuda_profile(), width=w, top=6)) for w in WIDTHS},
     **{f"profile_cpu_{w}.txt": (lambda w=w: render_profile(cpu_profile(), width=w)) for w in WIDTHS},
     "profile_partial_80.txt": lambda: render_profile(partial_profile(), width=80),
     **{f"kernels_cuda_{w}.txt": (lambda w=w: render_kernel_report(cuda_profile(), width=w)) for w in WIDTHS},
+    # The paper's Table V, kept as a view (`--ranking table-v`).
+    **{f"kernels_cuda_table_v_{w}.txt": (lambda w=w: render_kernel_report(cuda_profile(), width=w, ranking=TABLE_V))
+       for w in WIDTHS},
     **{f"kernels_cpu_{w}.txt": (lambda w=w: render_kernel_report(cpu_profile(), top=5, width=w)) for w in WIDTHS},
     **{f"kernel_detail_{w}.txt": (lambda w=w: render_kernel_detail(detail_rows(cuda_profile()), cuda_profile(),
                                                                     width=w)) for w in WIDTHS},
     **{f"suite_{w}.txt": (lambda w=w: render_suite(suite_rows(installed=SUITE_INSTALLED), width=w)) for w in WIDTHS},
+    # `tbd gpus`: the columns dropped at 80 and 120 (issue 28: headers one letter per line at 80).
+    **{f"gpus_{w}.txt": (lambda w=w: render_gpu_table(table_rows(), width=w, color=False)) for w in WIDTHS},
+    # `tbd compare`: like runs (ratios with their interval, or why none) and unlike ones (issue 28).
+    **{f"compare_runs_{w}.txt": (lambda w=w: render_comparison(_committed_runs_compared(), width=w, color=False))
+       for w in WIDTHS},
+    **{f"compare_unlike_{w}.txt": (lambda w=w: render_comparison(_unlike_runs_compared(), width=w, color=False))
+       for w in WIDTHS},
 }
 #: Every renderer, as (profile builder, width) -> text, for the width checks.
 RENDERERS = {
@@ -578,7 +629,8 @@ def test_time_share_legend_names_the_papers_term():
 
 def test_kernel_detail_gives_bytes_in_units():
     text = render_kernel_detail(detail_rows(cuda_profile()), cuda_profile(), width=120)
-    assert "bytes moved                    3.03 GB (analytic)" in text
+    # 3,034,954,137.6 B / 2**30 = 2.8265: bytes are binary everywhere (issue 28)
+    assert "bytes moved                    2.83 GiB (analytic)" in text
     assert not re.search(r"\d{1,3}(,\d{3})+ B\b", text)
 
 

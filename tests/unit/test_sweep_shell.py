@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from testpaths import FIXTURES
 
+from tbd.analysis.sweep_plan import next_batch
 from tbd.cli import sweep_executors
 from tbd.cli.main import main
 from tbd.cli.orchestrate import RunOutcome
@@ -32,15 +33,18 @@ SPEC = RunSpec(model="resnet50", framework="pytorch", batch=None, device="cpu", 
 class Oracle:
     """A stand-in for orchestrate.profile_run: a batch fits below `fits_below`; `crash`/`stop` act at one batch."""
 
-    def __init__(self, fits_below=10**9, crash=(), interrupt_at=None, interrupted_before=None):
+    def __init__(self, fits_below=10**9, crash=(), interrupt_at=None, interrupted_before=None, gemm_from=None):
         self.fits_below, self.crash = fits_below, set(crash)
         self.interrupt_at, self.interrupted_before = interrupt_at, interrupted_before
+        self.gemm_from = gemm_from  # the first batch whose run writes raw/bandwidth.json (None: no batch does)
         self.calls: list[int] = []
+        self.ceilings: dict[int, dict | None] = {}  # what each batch was handed to reuse
 
-    def __call__(self, spec, run_dir, progress, probe_oom=True, force=False):
+    def __call__(self, spec, run_dir, progress, probe_oom=True, force=False, ceilings=None):
         assert probe_oom is False, "a sweep bisects by itself: no halving probe per point"
         batch = spec.batch
         self.calls.append(batch)
+        self.ceilings[batch] = ceilings
         if batch == self.interrupted_before:
             raise InterruptedRun("interrupted before any iteration completed; nothing was written")
         run_dir.mkdir(parents=True)
@@ -55,6 +59,9 @@ class Oracle:
         profile = replace(BASE, metrics=metrics, status="partial" if partial else "complete",
                           notes=["partial: interrupted by Ctrl-C (SIGINT) during the run"] if partial else [])
         (run_dir / "profile.json").write_text(json.dumps(profile.to_dict()))
+        if self.gemm_from is not None and batch >= self.gemm_from and ceilings is None:
+            (run_dir / "raw").mkdir()
+            (run_dir / "raw" / "bandwidth.json").write_text(json.dumps({"bytes_per_s": 2.0e10, "nbytes": 1 << 27}))
         return RunOutcome(profile, 130 if partial else 0)
 
 
@@ -72,6 +79,16 @@ def sweep(out: Path, plan: SweepPlan, lines: list[str] | None = None):
                      progress=lambda: contextlib.nullcontext(lambda event: None))
 
 
+#: How many points a max search from 1 to 4096 runs, for every batch it could find (fits below n): counted by
+#: running the planner against each oracle, apart from analysis.sweep_plan.remaining_points.
+PLAN_COUNTS = []
+for _n in range(1, 4098):
+    _outcomes: dict[int, bool] = {}
+    while (_b := next_batch(_outcomes, 1, 4096)) is not None:
+        _outcomes[_b] = _b < _n
+    PLAN_COUNTS.append(len(_outcomes))
+
+
 def test_max_search_bisects_to_adjacent_batches_and_writes_everything(tmp_path, oracle):
     fake = oracle(fits_below=11)
     lines: list[str] = []
@@ -84,8 +101,15 @@ def test_max_search_bisects_to_adjacent_batches_and_writes_everything(tmp_path, 
     assert result.device == "cpu" and result.device_name == BASE.environment["cpu"]["model"]
     oom = {p.batch: p for p in result.points}[16]
     assert oom.status == "oom" and oom.reason == "batch 16 ran out of memory on cpu" and oom.run_dir is None
-    assert lines[:2] == ["batch 1: running", "batch 1: 10.0 images/s, 5.70 ms per iteration, peak memory 2.5 MiB"]
-    assert "batch 16: out of memory" in lines
+    # The plan first (the doubling batches; the fewest and most points, as PLAN_COUNTS counts them), then per point
+    # its line with its run time and what is left (a fits-below-11 search has run 1 point of its 8).
+    assert lines[0] == ("plan: batch 1, 2, 4, ..., 4096, doubling until one does not fit, then bisecting to the "
+                        f"largest that fits: {min(PLAN_COUNTS)} to {max(PLAN_COUNTS)} points")
+    assert lines[1] == "batch 1: running"
+    assert lines[2].startswith("batch 1: 10.0 images/s, 5.70 ms per iteration, peak memory 2.5 MiB (ran ")
+    assert lines[3].startswith("next: batch 2; ") and " each at the last point's pace: up to ~" in lines[3]
+    assert not any(line.startswith("next:") for line in lines[lines.index("batch 11: running"):])  # done: no next
+    assert any(line.startswith("batch 16: out of memory (ran ") for line in lines)
     assert load_sweep(tmp_path) == result  # sweep.json is the final one, no "incomplete" note
     rows = list(csv.DictReader((tmp_path / "sweep.csv").open()))
     assert [int(r["batch"]) for r in rows] == [1, 2, 4, 8, 10, 11, 12, 16]
@@ -130,7 +154,8 @@ def test_an_interrupted_point_stops_the_sweep_and_keeps_what_ran(tmp_path, oracl
     saved = load_sweep(tmp_path / "sweep.json")
     assert [(p.batch, p.status) for p in saved.points] == [(2, "ok"), (4, "partial")]
     assert saved.notes == ["interrupted at batch 4 (its partial profile is kept)"]
-    assert saved.points[1].reason == "partial: interrupted by Ctrl-C (SIGINT) during the run"
+    # The reason without its "partial: " (the table and the point's line say "partial" once).
+    assert saved.points[1].reason == "interrupted by Ctrl-C (SIGINT) during the run"
 
 
 def test_an_interrupt_before_a_point_measured_anything(tmp_path, oracle):
@@ -144,10 +169,10 @@ def test_sweep_json_is_written_after_every_point(tmp_path, oracle, monkeypatch):
     fake = oracle()
     seen = []
 
-    def spy(spec, run_dir, progress, probe_oom=True, force=False):
+    def spy(spec, run_dir, progress, probe_oom=True, force=False, ceilings=None):
         if (tmp_path / "sweep.json").exists():
             seen.append([p["batch"] for p in json.loads((tmp_path / "sweep.json").read_text())["points"]])
-        return fake(spec, run_dir, progress, probe_oom, force)
+        return fake(spec, run_dir, progress, probe_oom, force, ceilings)
 
     monkeypatch.setattr(sweep_executors, "profile_run", spy)
     sweep(tmp_path, SweepPlan((2, 4, 8)))
@@ -250,8 +275,8 @@ def test_the_command_prints_the_table_and_the_directory(tmp_path, capsys, oracle
 def test_signals_between_points(tmp_path, oracle, monkeypatch, signals, note):
     fake = oracle()
 
-    def signalled(spec, run_dir, progress, probe_oom=True, force=False):
-        outcome = fake(spec, run_dir, progress, probe_oom, force)
+    def signalled(spec, run_dir, progress, probe_oom=True, force=False, ceilings=None):
+        outcome = fake(spec, run_dir, progress, probe_oom, force, ceilings)
         for _ in range(signals):  # outside profile_run's own handlers, as between two points
             os.kill(os.getpid(), signal.SIGINT)
         return outcome
@@ -317,8 +342,9 @@ def test_a_remote_list_sweep_hands_out_every_point_at_once_and_copies_their_prof
     lines: list[str] = []
     outcome = remote_sweep(tmp_path, SweepPlan((8, 4, 200, 2)), runner, lines)
     assert runner.submitted == [[8, 4, 200, 2]]
-    assert lines[0] == "stand-in: 4 point(s)" and len(lines) == 5 and not any("running" in line for line in lines)
-    assert lines[1] == "batch 2: 20.0 images/s, 5.70 ms per iteration, peak memory 2.5 MiB"  # as each finishes
+    assert lines[:2] == ["plan: 4 points, batch 8, 4, 200, 2", "stand-in: 4 point(s)"]
+    assert len(lines) == 6 and not any("running" in line or "next:" in line for line in lines)
+    assert lines[2] == "batch 2: 20.0 images/s, 5.70 ms per iteration, peak memory 2.5 MiB"  # as each finishes
     result = outcome.sweep
     assert outcome.exit_code == 0 and load_sweep(tmp_path) == result
     assert [(p.batch, p.status, p.run_dir) for p in result.points] == [
@@ -455,3 +481,23 @@ def test_a_failed_job_s_reason_is_its_exception_line():
     assert sweep_executors._error_line(text) == "ValueError: bad value 3"
     assert sweep_executors._error_line("Job 7 (task: 0) has not produced any output (state: TIMEOUT)\nmore") == \
         "Job 7 (task: 0) has not produced any output (state: TIMEOUT)"
+
+
+def test_later_points_are_lent_what_the_first_complete_point_measured(tmp_path, oracle):
+    # Batch 2 crashes; 8 is the first to write a bandwidth (gemm_from=8), but the lender is the first complete
+    # point, 4: it measured none, so the later points measure their own bandwidth.
+    fake = oracle(crash={2}, gemm_from=8)
+    sweep(tmp_path, SweepPlan((2, 4, 8, 16)))
+    assert fake.ceilings[2] is None and fake.ceilings[4] is None
+    lent = {"bandwidth": None, "provenance": "measured once for the sweep at batch 4 (b4/raw/bandwidth.json)",
+            "batch": 4}
+    assert fake.ceilings[8] == lent and fake.ceilings[16] == lent
+
+
+def test_the_first_points_bandwidth_is_lent(tmp_path, oracle):
+    fake = oracle(gemm_from=2)
+    sweep(tmp_path, SweepPlan((2, 4, 8)))
+    assert fake.ceilings[2] is None
+    lent = {"bandwidth": {"bytes_per_s": 2.0e10, "nbytes": 1 << 27},
+            "provenance": "measured once for the sweep at batch 2 (b2/raw/bandwidth.json)", "batch": 2}
+    assert fake.ceilings[4] == lent and fake.ceilings[8] == lent

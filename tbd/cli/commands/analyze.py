@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from tbd.cli.commands.arguments import positive_float, positive_int
+from tbd.cli.commands.kernels import add_ranking_argument, with_ranking
 from tbd.cli.commands.output import SavedJson, add_output_arguments, check_outputs, write_output
 from tbd.cli.results import ANALYZE, load_target
 from tbd.cli.run_analysis import cluster_of_ranks
@@ -47,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                          force="let --json replace a file already there")
     p.add_argument("--top", type=positive_int, default=10,
                    help="rows shown per kernel table in the text (default 10); --json always holds every group")
+    add_ranking_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _out(args: argparse.Namespace, result: Profile | RankFolder) -> int:
     """--json PATH's file (the profile, or the ranks and their cluster: schema tbd.ranks/1), then the text."""
-    rendered = renderer_for(result, top=args.top)
+    rendered = with_ranking(renderer_for(result, top=args.top), args.ranking)
     if args.json:
         write_output(rendered, "json", args.json)
     write_output(rendered, "text")

@@ -1,10 +1,12 @@
-"""`tbd kernels TARGET`: the kernel drill-down of a run or a trace, two rankings, ncu commands,
+"""`tbd kernels TARGET`: the kernel drill-down of a run or a trace, its ranking (by the time that could be won
+back; `--ranking table-v`: the paper's Table V), ncu commands,
 measured counters merged in (`--ncu REPORT.csv`, or the CUPTI range counters a trace holds)."""
 
 from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import fields, replace
 from pathlib import Path
 
 from tbd.analysis.counters import merged_profile
@@ -14,7 +16,8 @@ from tbd.cli.results import KERNELS, load_target
 from tbd.core.errors import UsageError
 from tbd.core.targets import open_target
 from tbd.profilers import cupti_counters, ncu_csv
-from tbd.reports.renderers import KernelDrilldown, renderer_for
+from tbd.reports.kernels.tables import RANKINGS, RECOVERABLE
+from tbd.reports.renderers import KernelDrilldown, Renderer, renderer_for
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,6 +31,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_output_arguments(p, json="print the rows and rankings as JSON", csv="print one CSV row per kernel group")
     p.add_argument("--ncu", type=Path, metavar="REPORT", default=None,
                    help="merge measured counters from an Nsight Compute CSV (ncu --csv --page raw)")
+    add_ranking_argument(p)
+
+
+def add_ranking_argument(p: argparse.ArgumentParser) -> None:
+    """`--ranking`: which kernel ranking the text shows (`tbd kernels`, `tbd analyze`)."""
+    p.add_argument("--ranking", choices=RANKINGS, default=RECOVERABLE,
+                   help="the kernel ranking the text shows: recoverable (default), every group whose bound is known "
+                        "by the time that could be won back, time x (1 - achieved/attainable on the roofline), most "
+                        "first; table-v, the paper's Table V (compute-bound groups below the average FLOP "
+                        "utilization, longest first) and the memory-bound ones below the average bandwidth share. "
+                        "--json and --csv hold both, and the groups whose bound is unknown stay apart in either")
+
+
+def with_ranking(renderer: Renderer, ranking: str) -> Renderer:
+    """`renderer` showing the kernel ranking `ranking`, where it shows one (a run, the kernel report)."""
+    return replace(renderer, ranking=ranking) if any(f.name == "ranking" for f in fields(renderer)) else renderer
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,5 +80,5 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"no kernel group matches --kernel {args.kernel!r}",
                              hint=f"`tbd kernels {args.target}` lists them")
     drilldown = KernelDrilldown(profile, rows, notes, detail=pattern is not None)
-    write_output(renderer_for(drilldown, top=args.top), printed_format(args))
+    write_output(with_ranking(renderer_for(drilldown, top=args.top), args.ranking), printed_format(args))
     return 0

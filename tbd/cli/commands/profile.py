@@ -25,6 +25,26 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--framework", default="pytorch", help=f"one of {', '.join(registry.FRAMEWORKS)} (default pytorch)")
 
 
+#: --iterations when not given; --window-seconds then cuts it (a slow model's run ends in minutes).
+DEFAULT_ITERATIONS = 20
+DEFAULT_WINDOW_S = 10.0
+
+
+def _seconds_or_zero(text: str) -> float:
+    """--window-seconds: seconds > 0, or 0.0 for "no cut" (None stays "not given")."""
+    return seconds_or_off(text) or 0.0
+
+
+def window_options(args: argparse.Namespace) -> tuple[int, float | None]:
+    """(iterations, window_seconds) of the run spec: a given --iterations is run as given (issue 28: 5 became
+    4 or 3, sized by time, with only a note in iterations.json), unless --window-seconds is given as well."""
+    window_s = getattr(args, "window_seconds", None)
+    iterations = getattr(args, "iterations", None)
+    if window_s is None:
+        window_s = None if iterations is not None else DEFAULT_WINDOW_S
+    return (iterations if iterations is not None else DEFAULT_ITERATIONS), (window_s or None)
+
+
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """How each run goes (device, size, windows, threads, seed, memory cap, peak): `tbd profile`'s and
     every point of `tbd sweep`; `spec_from_args` reads them."""
@@ -33,14 +53,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="full: the paper's architecture; test: a tiny one for quick checks")
     p.add_argument("--warmup", type=nonnegative_int, default=None,
                    help="warm-up iterations (default: detect the end of warm-up automatically)")
-    p.add_argument("--iterations", type=positive_int, default=20,
-                   help="iterations in each timing window, at most (default 20; --window-seconds may cut it)")
+    p.add_argument("--iterations", type=positive_int, default=None,
+                   help=f"iterations in each timing window (default {DEFAULT_ITERATIONS}, cut to --window-seconds; "
+                        "given, exactly that many unless --window-seconds is given too or --max-seconds runs out)")
     p.add_argument("--repeat", type=positive_int, default=3,
                    help="timing windows run back to back; the throughput is their median, with their spread "
                         "(default 3)")
-    p.add_argument("--window-seconds", type=seconds_or_off, default=10.0,
+    p.add_argument("--window-seconds", type=_seconds_or_zero, default=None,
                    help="cut each timing window (and the trace window) to about this long at the warm-up's "
-                        "iteration time, so a slow model's run ends in minutes (default 10; 0: no cut)")
+                        f"iteration time, so a slow model's run ends in minutes (default {DEFAULT_WINDOW_S:g}, "
+                        "none when --iterations is given; 0: no cut)")
     p.add_argument("--trace-iterations", type=nonnegative_int, default=3,
                    help="iterations in the trace window, at most (default 3)")
     p.add_argument("--max-seconds", type=positive_float, default=600.0,
@@ -65,8 +87,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>[-n<processes>]-<time>)")
     p.add_argument("--top", type=positive_int, default=10, help="kernels shown in the report (default 10)")
     p.add_argument("--ncu", type=positive_int, default=None, metavar="N",
-                   help="after the run, measure the N longest ranked kernels with Nsight Compute (a second run of "
-                        "the same windows under ncu, one traced iteration) and merge the counters into profile.json; "
+                   help="after the run, measure the first N kernels of the ranking (most time to win back first) "
+                        "with Nsight Compute (a second run of the same windows under ncu, one traced iteration) and "
+                        "merge the counters into profile.json; "
                         "CUDA runs with ncu on PATH (or TBD_NCU), else a note says why nothing was measured")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--force", action="store_true",
@@ -111,12 +134,13 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     batch = args.batch if args.batch is not None else (info.cpu_batch or info.default_batch) if on_cpu \
         else info.default_batch
     frameworks.runtime(args.framework)  # not installed -> one line naming the install command
+    iterations, window_seconds = window_options(args)
     return RunSpec(model=args.model, framework=args.framework, batch=batch, device=args.device, size=args.size,
-                   warmup=args.warmup, iterations=args.iterations, trace_iterations=args.trace_iterations,
+                   warmup=args.warmup, iterations=iterations, trace_iterations=args.trace_iterations,
                    max_seconds=args.max_seconds, seed=args.seed,
                    threads=args.threads if args.threads is not None else info.default_threads.get(args.framework),
                    memory_limit_bytes=int(args.memory_limit_gib * 2**30) if args.memory_limit_gib else None,
-                   peak_flops=args.peak_flops, repeat=args.repeat, window_seconds=args.window_seconds,
+                   peak_flops=args.peak_flops, repeat=args.repeat, window_seconds=window_seconds,
                    **distributed_options(args))
 
 

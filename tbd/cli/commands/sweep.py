@@ -37,6 +37,9 @@ from tbd.reports.progress import StageProgress
 from tbd.reports.renderers import renderer_for
 
 DEFAULT_MAX_BATCH = 4096
+#: A point's trace window (`tbd profile` traces 3): the memory figures come from the trace alone, and one
+#: iteration gives the same ones (docs/commands/sweep.md, "Cost of a point").
+POINT_TRACE_ITERATIONS = 1
 _BATCH_HINT = "give batch sizes like --batch 2,4,8, or --batch max for the largest batch that fits"
 
 
@@ -49,6 +52,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=positive_int, default=None, metavar="N",
                    help=f"--batch max: never try a batch above N (default {DEFAULT_MAX_BATCH})")
     add_run_arguments(p)  # each point's, as `tbd profile` takes them
+    for action in p._actions:  # a point's trace window: one iteration, for its memory figures
+        if action.dest == "trace_iterations":
+            action.default = POINT_TRACE_ITERATIONS
+            action.help = (f"iterations in each point's trace window, at most (default {POINT_TRACE_ITERATIONS}: "
+                           "enough for its memory figures, which only the trace records; 0: none)")
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="where the points run: local (here, one after another; default), ray (each a Ray task "
                         "on a Ray cluster), submitit (each a job of a Slurm job array; local processes without Slurm)")
