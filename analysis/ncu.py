@@ -275,7 +275,7 @@ def ncu_plan(profile: Profile, top: int, target: list[str], report: str, *, ncu:
     """
     rows = ranked_rows(profile, top)
     if not rows:
-        return "no ranked CUDA kernel to measure (a CPU run, or no kernel below the averages)"
+        return "no ranked CUDA kernel to measure (a CPU run, or no kernel in the ranking)"
     window = profile.iterations.trace_window if profile.iterations else None
     if not window:
         return "the run has no trace window to count launches in"

@@ -72,7 +72,9 @@ def _check_against_its_profiles(out, sweep, local_sweep):
     assert sweep.mode == "list" and [p.batch for p in sweep.points] == [2, 4, 4096]
     assert (sweep.largest_fitting_batch, sweep.smallest_failing_batch) == (4, 4096)
     assert sweep.device == local_sweep.device == "cpu" and sweep.device_name == local_sweep.device_name
-    assert sweep.notes == []  # the workers ran in this sweep directory: nothing was copied
+    # The workers ran in this sweep directory: nothing was copied (a note on unreliable points, from the load
+    # of the tests around this one, may stand: it is about the measurement, not the executor).
+    assert [n for n in sweep.notes if not n.startswith("unreliable measurement")] == []
     for point in sweep.points[:2]:
         profile = json.loads((out / f"b{point.batch}" / "profile.json").read_text())
         assert profile["status"] == "complete" and profile["spec"]["batch"] == point.batch
@@ -146,7 +148,8 @@ def test_ctrl_c_cancels_the_points_and_keeps_their_partial_profiles(tmp_path, ex
     sweep = load_sweep(out)
     batches = [p.batch for p in sweep.points]
     assert batches[:2] == [2, 4] and all(p.status == "partial" for p in sweep.points), sweep.points
-    assert sweep.notes == ["interrupted" + ("; cancelled batch 8" if 8 not in batches else "")]
+    assert [n for n in sweep.notes if not n.startswith("unreliable measurement")] == [
+        "interrupted" + ("; cancelled batch 8" if 8 not in batches else "")]
     for point in sweep.points:  # the cancelled run stopped where it was and kept its partial profile
         assert json.loads((out / point.run_dir / "profile.json").read_text())["status"] == "partial"
     assert seconds < 30, f"the driver took {seconds:.0f} s to stop"
