@@ -75,7 +75,10 @@ def test_max_sweep_pins_the_largest_batch_that_fits(max_sweep):
 def test_later_points_measure_the_gemm_ceiling_before_the_windows_only(max_sweep):
     out = max_sweep[0]
     first, *later = [p for p in load_sweep(out).points if p.status == "ok"]
-    assert later and "GEMM ceiling" not in " ".join(json.loads((out / first.run_dir / "profile.json").read_text())["notes"])
+    # The first point measures its own ceilings; under the cap its GEMM's 16 MiB buffers may not fit (seen in
+    # CI), which it says. It lends no GEMM ceiling either way: each later point measures its own before the windows.
+    first_notes = " ".join(json.loads((out / first.run_dir / "profile.json").read_text())["notes"])
+    assert later and "GEMM ceiling measured before the windows only" not in first_notes
     for p in later:
         raw = out / p.run_dir / "raw"
         assert not (raw / "gemm.json").exists()  # the one after the windows: the first point's alone
