@@ -3,19 +3,20 @@ none of the training, sweep and MLPerf code, and every command's options still p
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 from tbd.cli.main import COMMANDS, build_parser, main
 
-_IMPORTED = ("import sys; from tbd.cli.main import main; main({argv!r}); "
-             "print(sorted(m for m in sys.modules if m.startswith('tbd.cli.commands.')))")
+_IMPORTED = ("import json, sys; from tbd.cli.main import main; main({argv!r}); "
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('tbd.cli.commands.'))))")
 
 
 def _commands_imported(argv: list[str]) -> list[str]:
     out = subprocess.run([sys.executable, "-c", _IMPORTED.format(argv=argv)], capture_output=True, text=True,
                          check=True, timeout=120)
-    modules = eval(out.stdout.strip().splitlines()[-1])  # noqa: S307 - the list this test's child printed
+    modules = json.loads(out.stdout.strip().splitlines()[-1])
     return [m for m in modules if m.rsplit(".", 1)[-1] in COMMANDS]  # commands, not their helpers (output, ...)
 
 
