@@ -22,6 +22,7 @@ trained, not the data set's size).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tbd.core.tta_records import Event, RunLog, number
@@ -29,6 +30,8 @@ from tbd.core.tta_result import AccuracyPoint, EpochThroughput
 
 #: An epoch_num or epoch_count this large counts samples, not epochs (module docstring).
 SAMPLES_NOT_EPOCHS = 100_000
+#: The statuses MLPerf's logging rules give run_stop; only "success" is a converged run.
+RUN_STATUSES = ("success", "aborted")
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,9 @@ def run_timeline(log: RunLog) -> RunTimeline:
     status = None
     if stop is not None:
         raw = stop.metadata.get("status")
-        status = raw[:40] if isinstance(raw, str) else None
+        status = raw if raw in RUN_STATUSES else None
+        if raw is not None and status is None:  # never echoed: it may hold anything
+            notes.append("run_stop's status is neither success nor aborted (MLPerf's two): not a converged run")
     run_s = _span(start, stop)
     init_s = _span(log.first("init_start"), log.first("init_stop"))
     origin = start.time_ms if start is not None else log.events[0].time_ms
@@ -66,7 +71,7 @@ def run_timeline(log: RunLog) -> RunTimeline:
     if eval_s is None and run_s is not None:
         notes.append("no eval_start/eval_stop pairs: the run's evaluation time is not logged")
     train_s = run_s - eval_s if run_s is not None and eval_s is not None and eval_s <= run_s else None
-    train_samples = number(log.value("train_samples"))
+    train_samples = _amount(number(log.value("train_samples")))
     accuracy, left_out = _accuracy(run, origin)
     if left_out:
         notes.append(left_out)
@@ -80,10 +85,15 @@ def run_timeline(log: RunLog) -> RunTimeline:
                        throughput, accuracy, notes)
 
 
+def _amount(value: float | None) -> float | None:
+    """`value` if a finite non-negative number (a product or difference of logged numbers may overflow), else None."""
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
 def _span(begin: Event | None, end: Event | None) -> float | None:
     if begin is None or end is None or end.time_ms < begin.time_ms:
         return None
-    return (end.time_ms - begin.time_ms) / 1000.0
+    return _amount((end.time_ms - begin.time_ms) / 1000.0)
 
 
 def _in_run(events: tuple[Event, ...], start: Event | None, stop: Event | None) -> tuple[Event, ...]:
@@ -102,7 +112,7 @@ def _eval_seconds(run: tuple[Event, ...]) -> float | None:
         elif event.key == "eval_stop" and opened is not None:
             total += max(0.0, event.time_ms - opened)
             opened, seen = None, True
-    return total / 1000.0 if seen else None  # evaluations not logged as intervals: unknown, not zero
+    return _amount(total / 1000.0) if seen else None  # evaluations not logged as intervals: unknown, not zero
 
 
 def _eval_point(event: Event, origin: float) -> AccuracyPoint:
@@ -129,9 +139,13 @@ def _accuracy(run: tuple[Event, ...], origin: float) -> tuple[list[AccuracyPoint
     evals = [e for e in run if e.key == "eval_accuracy" and _value(e.value) is not None]
     names = [e.metadata.get("metric") if isinstance(e.metadata.get("metric"), str) else None for e in evals]
     chosen = next((n for n in names if n is not None), None)
+    evals = [e for e in evals if _amount((e.time_ms - origin) / 1000.0) is not None]
     points = [_eval_point(e, origin) for e, n in zip(evals, names) if n is None or n == chosen]
     others = sorted({n for n in names if n is not None and n != chosen})
     note = f"accuracy curve of {chosen}; {', '.join(o[:20] for o in others)} not drawn" if others else None
+    if len(evals) < len(names):
+        early = f"{len(names) - len(evals)} eval_accuracy logged before run_start (by time_ms) not drawn"
+        note = f"{note}; {early}" if note else early
     return sorted(points, key=lambda p: p.seconds), note
 
 
@@ -142,14 +156,14 @@ def _to_converge(last: AccuracyPoint | None, train_samples: float | None,
         return None, None, "the run did not converge" if status else "the log has no run_stop"
     if last is None:
         return None, None, "the log has no eval_accuracy"
-    epoch = last.epoch
+    epoch = _amount(last.epoch)
     if epoch is not None and epoch >= SAMPLES_NOT_EPOCHS:
         samples = last.samples if last.samples is not None else epoch
         return None, samples, "eval_accuracy epoch_num, a sample count here"
     if last.samples is not None:
         return epoch, last.samples, "eval_accuracy samples_count"
     if epoch is not None and train_samples:
-        return epoch, epoch * train_samples, "epoch_num x train_samples"
+        return epoch, _amount(epoch * train_samples), "epoch_num x train_samples"
     why = "no samples_count on eval_accuracy" + ("" if train_samples else " and no train_samples logged")
     return epoch, None, why
 
@@ -164,13 +178,14 @@ def _throughput(events: tuple[Event, ...], origin: float,
         if event.key == keys[0]:
             opened = event
         elif event.key == keys[1] and opened is not None:
-            seconds = (event.time_ms - opened.time_ms) / 1000.0
-            if seconds > 0 and opened.time_ms >= origin:
+            seconds = _amount((event.time_ms - opened.time_ms) / 1000.0)
+            start_s = _amount((opened.time_ms - origin) / 1000.0)
+            if seconds and start_s is not None:
                 samples = _block_samples(opened, event, keys[0] == "epoch_start", train_samples)
                 unknown += samples is None
                 index = _index(opened, len(rows))
-                rows.append(EpochThroughput(index, (opened.time_ms - origin) / 1000.0, seconds, samples,
-                                            samples / seconds if samples is not None else None))
+                rows.append(EpochThroughput(index, start_s, seconds, samples,
+                                            _amount(samples / seconds) if samples is not None else None))
             opened = None
     why = None
     if unknown:
@@ -182,14 +197,14 @@ def _throughput(events: tuple[Event, ...], origin: float,
 def _block_samples(start: Event, stop: Event, is_epoch: bool, train_samples: float | None) -> float | None:
     begin, end = number(start.metadata.get("samples_count")), number(stop.metadata.get("samples_count"))
     if begin is not None and end is not None and end > begin:
-        return end - begin  # cumulative counts (llama2_70b_lora)
+        return _amount(end - begin)  # cumulative counts (llama2_70b_lora)
     if is_epoch and train_samples:
         return train_samples
     count = number(start.metadata.get("epoch_count"))
     if count is not None and count >= SAMPLES_NOT_EPOCHS:
         return count  # gpt3's blocks count samples
     if count is not None and count > 0 and train_samples:
-        return count * train_samples
+        return _amount(count * train_samples)
     return None
 
 

@@ -65,7 +65,8 @@ def with_ratios(systems: list[TtaSystem]) -> list[TtaSystem]:
     def ratio(value: float | None, reference: float | None) -> float | None:
         if value is None or reference is None or reference <= 0:
             return None
-        return value / reference
+        quotient = value / reference
+        return quotient if math.isfinite(quotient) else None  # a reference near 0 (5e-324 h) gives no ratio
 
     return [dataclasses.replace(
         system,

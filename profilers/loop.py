@@ -66,6 +66,9 @@ class LoopState:
     timing_window_samples: float | None = None
     trace_window: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
+    # A stop signal came inside the trace window (the runner child's handler sets it): the window ends
+    # after the iteration under way, the tracer's trace of the iterations done is kept, then the run stops.
+    stop_requested: bool = False
 
     def iteration_log(self) -> IterationLog:
         """The record of what ran; a loop cut short still gives a consistent log."""
@@ -98,7 +101,9 @@ def run_warmup(callbacks: LoopCallbacks, spec: RunSpec, state: LoopState, deadli
 
     Each warm-up iteration synchronises the device so its time is the device's, not the launch
     queue's. Stops at the budget (`max_warmup_iterations`, the deadline) with `stable=False`. A
-    given warm-up is not checked: `stable` stays None ("not checked") rather than claiming it.
+    given warm-up is not checked: `stable` stays None ("not checked") rather than claiming it; it
+    too stops at the deadline (`--warmup 100000 --max-seconds 5` runs about 5 s), with `stable=False`
+    and a note saying how many of the iterations asked for ran.
     `warmup` is the first stable iteration, `warmup_run` the iterations run (the detector decides
     after two windows beyond the start it finds, so the progress bar counts more than `warmup`).
     """
@@ -109,6 +114,17 @@ def run_warmup(callbacks: LoopCallbacks, spec: RunSpec, state: LoopState, deadli
             for i in range(spec.warmup):
                 state.times_ns.append(_timed_step(callbacks, len(state.times_ns), sync=True))
                 progress({"stage": "warmup", "done": i + 1, "total": spec.warmup})
+                over = callbacks.clock() >= deadline_ns
+                if callbacks.agree is not None:  # every rank stops warm-up at the same iteration
+                    over = bool(callbacks.agree([float(over)])[0])
+                if over and i + 1 < spec.warmup:
+                    state.warmup = state.warmup_run = i + 1
+                    state.stable = False
+                    state.notes.append(
+                        f"time budget reached: warm-up cut to {i + 1} of the {spec.warmup} iterations asked for "
+                        f"(--max-seconds {spec.max_seconds:g} bounds warm-up plus timing windows); the windows "
+                        "may still be warming up: results are flagged as not stable")
+                    return
         state.warmup, state.warmup_run, state.stable = spec.warmup, spec.warmup, None
         return
     with callbacks.mark("tbd.warmup"):
@@ -214,18 +230,41 @@ def run_trace_window(callbacks: LoopCallbacks, iterations: int, state: LoopState
     the tracer (e.g. torch.profiler's step(), which closes the `ProfilerStep#N` span). `lead_in`
     iterations run first under the tracer without being recorded: a tracer's first step carries
     its start-up cost (torch.profiler's schedule calls it "warmup").
+
+    A stop asked for meanwhile (`state.stop_requested`, a Ctrl-C) ends the window after the
+    iteration under way, before the tracer is advanced: stopping the tracer then closes the last
+    complete iteration's step, and no empty or half step enters the trace. The caller stops the run
+    once the trace is saved.
     """
     state.stage = "trace"
     callbacks.synchronize()
     for _ in range(lead_in):
+        if _stop_agreed(callbacks, state):
+            state.notes.append(f"trace window not run: interrupted before its first of {iterations} iterations")
+            return
         state.times_ns.append(_timed_step(callbacks, len(state.times_ns), sync=True))
         after_step()
     first = len(state.times_ns)
     progress({"stage": "trace", "done": 0, "total": iterations})
     with callbacks.mark("tbd.trace_window"):
         for i in range(iterations):
+            if i == 0 and _stop_agreed(callbacks, state):
+                state.notes.append(f"trace window not run: interrupted before its first of {iterations} iterations")
+                return
             with around_step(i):
                 state.times_ns.append(_timed_step(callbacks, first + i, sync=True))
-            after_step()
             state.trace_window = (first, first + i)
+            if i + 1 < iterations and _stop_agreed(callbacks, state):
+                state.notes.append(f"trace window cut to {i + 1} of {iterations} iterations by an interrupt: "
+                                   "the trace holds those, each complete")
+                progress({"stage": "trace", "done": i + 1, "total": iterations})
+                return
+            after_step()
             progress({"stage": "trace", "done": i + 1, "total": iterations})
+
+
+def _stop_agreed(callbacks: LoopCallbacks, state: LoopState) -> bool:
+    """A stop was asked for (on any rank, with several: all ranks then leave the window together)."""
+    if callbacks.agree is None:
+        return state.stop_requested
+    return bool(callbacks.agree([float(state.stop_requested)])[0])

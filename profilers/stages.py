@@ -124,7 +124,7 @@ def run_stages(callbacks: LoopCallbacks, workload: Any, spec: RunSpec, state: Lo
             buffers (2048x2048 matrices, 2 x 128 MiB copies) did not fit beside it, which under
             --memory-limit-gib would otherwise make `tbd sweep --batch max` stop short.
     """
-    deadline_ns = callbacks.clock() + int(spec.max_seconds * 1e9)
+    deadline_ns = callbacks.clock() + _budget_ns(spec.max_seconds)
     rundir.atomic_write_json(run_dir / rundir.WORKLOAD, workload_record(workload, parameters))
     progress({"stage": "plan", "warmup_max_iterations": spec.warmup if spec.warmup is not None
               else spec.max_warmup_iterations, "budget_s": spec.max_seconds, "window_s": spec.window_seconds,
@@ -150,6 +150,8 @@ def run_stages(callbacks: LoopCallbacks, workload: Any, spec: RunSpec, state: Lo
     if plan.trace_iterations > 0:
         trace_window(plan.trace_iterations)
         write_iterations(run_dir, state)
+        if state.stop_requested:  # a Ctrl-C in the trace window: its trace is saved, now the run stops
+            raise KeyboardInterrupt
     state.stage = "gemm"
     notes_before = len(state.notes)
     if lent is None:
@@ -203,12 +205,15 @@ def window_plan(spec: RunSpec, state: LoopState, gemm_s: float,
         iteration_s = slowest or None
     timing, trace, notes = spec.iterations, spec.trace_iterations, []
     if iteration_s and spec.window_seconds:
-        by_time = max(1, int(spec.window_seconds // iteration_s))
+        # Compared as floats first: a window of 1e308 s (the API takes any finite number) overflows int().
+        by_time = max(1, int(spec.window_seconds // iteration_s)) if spec.window_seconds / iteration_s < timing \
+            else timing
         if by_time < timing:
             notes.append(f"timing window sized by time: {by_time} iterations per repeat (~{spec.window_seconds:g} s at "
                          f"{iteration_s:.3g} s each) instead of {timing}; --window-seconds or --iterations change it")
             timing = by_time
-        by_time = max(1, int(spec.window_seconds // (iteration_s * _TRACE_COST_FACTOR)))
+        traced_s = iteration_s * _TRACE_COST_FACTOR
+        by_time = max(1, int(spec.window_seconds // traced_s)) if spec.window_seconds / traced_s < trace else trace
         if 0 < by_time < trace:
             notes.append(f"trace window sized by time: {by_time} iterations instead of {trace}")
             trace = by_time
@@ -220,6 +225,13 @@ def window_plan(spec: RunSpec, state: LoopState, gemm_s: float,
         expected = (spec.repeat * timing * iteration_s + (trace + lead_in) * iteration_s * _TRACE_COST_FACTOR
                     + (2 * gemm_s if measure_after else 0.0))
     return WindowPlan(timing, trace, iteration_s, expected, notes)
+
+
+def _budget_ns(seconds: float) -> int:
+    """--max-seconds in ns; a budget beyond int64 ns (292 years: the API takes any finite number) is one
+    never reached, as that budget would be."""
+    ns = seconds * 1e9
+    return int(ns) if ns < 2**62 else 2**62
 
 
 def _lent_ceilings(run_dir: Path, notes: list[str]) -> dict | None:

@@ -3,7 +3,7 @@ computes every figure and ratio)."""
 
 from __future__ import annotations
 
-import csv
+import dataclasses
 import io
 
 from rich.console import RenderableType
@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tbd.core.comparison import ComparedRun, Comparison, Gap, MetricComparison
-from tbd.reports.console import NA, console_text, fit_names, new_console, plain_table
+from tbd.reports.console import NA, console_text, fit_names, listed, new_console, plain_table
+from tbd.reports.csv_cells import SafeWriter
 from tbd.reports.numbers import fmt_bandwidth, fmt_duration, fmt_pct, fmt_rate, fmt_sig
 from tbd.reports.printable import printable
 from tbd.reports.terminal import fmt_bytes
@@ -101,6 +102,7 @@ def gap_sentence(comparison: Comparison, gap: Gap) -> str:
 
 def render_comparison(comparison: Comparison, *, width: int, color: bool | None, top: int = 10) -> str:
     """The comparison as terminal text: runs, what differs, metrics with ratios, the gaps, ops, notes."""
+    comparison = _printable_names(comparison)
     console = new_console(width, color)
     out: list[RenderableType | None] = [
         Text(f"tbd compare · {len(comparison.runs)} runs · ratios are to {comparison.runs[0].label}", style="bold"),
@@ -109,14 +111,32 @@ def render_comparison(comparison: Comparison, *, width: int, color: bool | None,
         out += [Text("Not only the device differs: " + printable("; ".join(comparison.differences)), style="bold"),
                 None]
     warnings = [*unlike_lines(comparison), *unreliable_lines(comparison)]
-    out += [Text(printable(line), style="bold") for line in warnings] + ([None] if warnings else [])
+    shown, more = listed(warnings, "warnings")
+    out += [Text(printable(line), style="bold") for line in shown] + ([more] if more is not None else [])
+    out += [None] if warnings else []
     out += [_metrics_table(comparison), None]
     out += [Text(gap_sentence(comparison, g)) for g in comparison.gaps] + [None]
     if comparison.ops:
         out += [Text(f"Kernel time per iteration by launching op (utilization in parentheses), the {top} largest "
                      "changes"), _ops_table(console, comparison, top), None]
-    out += [Text(f"note: {printable(n)}") for n in comparison.notes]
+    notes, more = listed(comparison.notes)
+    out += [Text(f"note: {printable(n)}") for n in notes] + ([more] if more is not None else [])
     return console_text(console, out)
+
+
+def _printable_names(comparison: Comparison) -> Comparison:
+    """`comparison` with every label and name a table cell shows made printable (an ESC, a NUL or a bidi mark
+    from a saved comparison's labels escaped, a 300k-character label cut), once, before any table is built."""
+    return dataclasses.replace(
+        comparison,
+        runs=[dataclasses.replace(r, label=printable(r.label), quality_warnings=[printable(w) for w in r.quality_warnings])
+              for r in comparison.runs],
+        metrics=[dataclasses.replace(m, label=printable(m.label), unit=printable(m.unit),
+                                     units=[printable(u) for u in m.units]) for m in comparison.metrics],
+        ops=[dataclasses.replace(o, op=printable(o.op)) for o in comparison.ops],
+        gaps=[dataclasses.replace(g, label=printable(g.label), top_op=None if g.top_op is None else printable(g.top_op),
+                                  not_comparable_reason=None if g.not_comparable_reason is None
+                                  else printable(g.not_comparable_reason)) for g in comparison.gaps])
 
 
 def unlike_lines(comparison: Comparison) -> list[str]:
@@ -218,7 +238,7 @@ CSV_COLUMNS = ("section", "key", "label", "unit", "run", "source", "value", "rat
 def comparison_csv(comparison: Comparison) -> str:
     """Every metric and op of every run as one CSV row, numbers unformatted."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SafeWriter(out)
     writer.writerow(CSV_COLUMNS)
     runs = comparison.runs
     for m in comparison.metrics:

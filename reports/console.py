@@ -3,7 +3,7 @@
 A deterministic in-memory console (`new_console`, `console_text`), the one table style
 (`plain_table`) and its legends (`legend_grid`), names shortened to the room a table leaves them
 (`fit_names`, `name_room`), the word for device work (`kernel_noun`), the above-peak flag of a
-Util % cell. Every number format lives in `reports/numbers.py`. Kernel
+Util % cell, and the cap on a list of notes or problems (`listed`: the first `MAX_LISTED`, then a count). Every number format lives in `reports/numbers.py`. Kernel
 names are data, never markup: a CUDA name such as `void f<float>(T [with T = float])` must print
 as is, so every cell is a `rich.text.Text`.
 """
@@ -59,7 +59,8 @@ def new_console(width: int, color: bool | None) -> Console:
     if width < 20:
         raise UsageError(f"terminal width {width} is too narrow (at least 20 columns)")
     if color is None:
-        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        isatty = getattr(sys.stdout, "isatty", None)  # sys.stdout is None in a process started without one
+        color = bool(isatty and isatty()) and "NO_COLOR" not in os.environ
     return Console(file=io.StringIO(), width=width, color_system="auto" if color else None,
                    force_terminal=color, highlight=False, markup=False, emoji=False,
                    soft_wrap=False, legacy_windows=False, _environ=None if color else {})
@@ -74,6 +75,21 @@ def console_text(console: Console, renderables: Sequence[RenderableType | None])
         # Padding leaves trailing spaces on table lines; plain output (and goldens) drop them.
         text = "\n".join(line.rstrip() for line in text.split("\n"))
     return text
+
+
+#: The most items of one list (notes, warnings, problems) a terminal report prints; the rest are counted
+#: in one line, so a result holding 100,000 notes still prints a screen, not gigabytes.
+MAX_LISTED = 30
+
+
+def listed(items: Sequence, noun: str = "notes", where: str = "the JSON output (--json)",
+           limit: int = MAX_LISTED) -> tuple[list, Text | None]:
+    """The first `limit` of `items`, and the line counting the rest ("… and 12,345 more notes: every one is in
+    the JSON output (--json)"), None when nothing was left out. Each item's own length is capped by `printable`."""
+    shown = list(items[:limit])
+    if len(items) <= limit:
+        return shown, None
+    return shown, Text(f"{ELLIPSIS} and {len(items) - limit:,} more {noun}: every one is in {where}", style="dim")
 
 
 #: Beside a Util % that lies above its precision's peak: the figure cannot be read as it stands.

@@ -6,10 +6,8 @@ One row per figure: its key (as in profile.json, dotted), value (unformatted, SI
 
 from __future__ import annotations
 
-import csv
-import io
-
 from tbd.core.profile_result import MEMORY_CATEGORIES, Profile
+from tbd.reports.csv_cells import csv_text
 
 CSV_COLUMNS = ("key", "value", "unit", "reason")
 
@@ -86,10 +84,5 @@ def _cluster_rows(c) -> list[tuple[str, float | int | None, str, str | None]]:
 
 def profile_csv(profile: Profile) -> str:
     """Every figure of the profile as a CSV row: key, value, unit, reason."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for key, value, unit, reason in _rows(profile):
-        cell = "" if value is None else repr(float(value)) if isinstance(value, float) else str(value)
-        writer.writerow([key, cell, unit, reason or ""])
-    return out.getvalue()
+    return csv_text(CSV_COLUMNS, ([key, "" if value is None else repr(float(value)) if isinstance(value, float)
+                                   else str(value), unit, reason or ""] for key, value, unit, reason in _rows(profile)))

@@ -95,7 +95,10 @@ class StageProgress:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+        # rich draws the bar in ASCII on a stream that is not UTF-8; the spinner must be told (its default
+        # is braille dots, which an ASCII terminal would get as backslash escapes).
+        spinner = "dots" if self._console.encoding.lower().startswith("utf") else "line"
+        self._progress = Progress(SpinnerColumn(spinner), TextColumn("{task.description}"), BarColumn(),
                                   MofNCompleteColumn(), TextColumn("{task.fields[info]}"), _StageTime(),
                                   console=self._console, transient=False, disable=not self._bars)
         self._tasks: dict[str, Any] = {}

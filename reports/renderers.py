@@ -41,6 +41,7 @@ from tbd.core.sweep_result import Sweep
 from tbd.core.tta_result import TtaResult
 from tbd.reports.cluster_text import ranks_json, render_cluster, render_ranks
 from tbd.reports.comparison_text import comparison_csv, render_comparison
+from tbd.reports.console import listed
 from tbd.reports.figures.saving import comparison_figures, run_figures, save_figures, sweep_figures
 from tbd.reports.figures.tta_figures import tta_figures
 from tbd.reports.html.comparison_page import comparison_html
@@ -49,6 +50,7 @@ from tbd.reports.html.sweep_page import sweep_html
 from tbd.reports.html.tta_page import tta_html
 from tbd.reports.kernels.export import kernels_csv, kernels_json
 from tbd.reports.kernels.tables import RECOVERABLE, render_kernel_detail, render_kernel_report
+from tbd.reports.printable import printable
 from tbd.reports.profile_export import profile_csv
 from tbd.reports.sweep_table import render_sweep, sweep_csv
 from tbd.reports.terminal import render_profile
@@ -235,7 +237,8 @@ class KernelRenderer(Renderer):
         if d.detail:
             return render_kernel_detail(d.rows, d.profile, width=width, color=color)
         text = render_kernel_report(d.profile, top=self.top, width=width, color=color, ranking=self.ranking)
-        return text + "".join(f"note: {n}\n" for n in d.notes)
+        shown, more = listed(d.notes)
+        return text + "".join(f"note: {printable(n)}\n" for n in shown) + (f"{more.plain}\n" if more else "")
 
     def document(self) -> dict[str, Any]:
         d = self.drilldown

@@ -12,15 +12,13 @@ the points still to run and their time at the last point's pace. Renderers forma
 
 from __future__ import annotations
 
-import csv
-import io
-
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from tbd.core.sweep_result import POINT_MEMORY_KEYS, Forecast, Sweep, SweepPoint
-from tbd.reports.console import console_text, new_console, plain_table
+from tbd.reports.console import console_text, listed, new_console, plain_table
+from tbd.reports.csv_cells import csv_text
 from tbd.reports.numbers import NA, fmt_duration, fmt_pct, fmt_sig
 from tbd.reports.printable import printable
 from tbd.reports.terminal import fmt_bytes
@@ -170,7 +168,9 @@ def render_sweep(sweep: Sweep, *, width: int = 100, color: bool | None = False) 
     if reasons is not None:
         parts += [None, Text("Why", style="bold"), reasons]
     if sweep.notes:
-        parts += [None, Text("Notes", style="bold"), _hanging([("  -", printable(n)) for n in sweep.notes])]
+        notes, more = listed(sweep.notes)
+        parts += [None, Text("Notes", style="bold"), _hanging([("  -", printable(n)) for n in notes])]
+        parts += [more] if more is not None else []
     return console_text(console, parts)
 
 
@@ -251,8 +251,4 @@ def csv_rows(sweep: Sweep) -> list[dict[str, str | int | float]]:
 
 def sweep_csv(sweep: Sweep) -> str:
     """sweep.csv's text: a header row of CSV_COLUMNS, then one row per point (sorted by batch)."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(csv_rows(sweep))
-    return out.getvalue()
+    return csv_text(CSV_COLUMNS, ([row[k] for k in CSV_COLUMNS] for row in csv_rows(sweep)))

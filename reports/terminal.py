@@ -40,6 +40,7 @@ from tbd.reports.console import (
     fmt_window,
     kernel_noun,
     legend_grid,
+    listed,
     new_console,
     plain_table,
     shorten_middle,
@@ -83,10 +84,13 @@ def _header(profile: Profile) -> list[RenderableType]:
     batch = spec.get("batch")
     # A profile made by `tbd analyze` names the trace it read instead of a run.
     line = Text("tbd analyze · " if spec.get("trace") else "tbd profile · ", style="bold")
-    line.append(printable(" · ".join([f"{spec.get('model', NA)} ({spec.get('framework', NA)})",
-                                      f"batch {batch if batch is not None else NA}", str(spec.get("precision", NA))])))
+    # Each field capped on its own (printable), so a capped one says its own length.
+    line.append(" · ".join([f"{printable(spec.get('model', NA))} ({printable(spec.get('framework', NA))})",
+                            f"batch {printable(batch if batch is not None else NA)}",
+                            printable(spec.get("precision", NA))]))
     line.append(" · ")
-    device = Text(printable(f"device: {spec.get('device', NA)} — {gpu.get('name') or cpu.get('model') or NA}"))
+    device = Text(f"device: {printable(spec.get('device', NA))} — "
+                  f"{printable(gpu.get('name') or cpu.get('model') or NA)}")
     if profile.status != PARTIAL:
         line.append(profile.status)
         return [line, device]
@@ -248,8 +252,8 @@ def _metrics(profile: Profile) -> list[RenderableType]:
     table.add_column("Metric")
     table.add_column("Value", justify="right", no_wrap=True)
     table.add_column("Detail")
-    for row in metric_rows(profile):
-        table.add_row(*row)
+    for row in metric_rows(profile):  # a detail quotes the profile's own words (a source, a reason): made printable
+        table.add_row(*(printable(cell) if isinstance(cell, str) else cell for cell in row))
     return [Text("Metrics", style="bold"), table]
 
 
@@ -455,9 +459,10 @@ def _notes(profile: Profile) -> list[RenderableType]:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
-    for note in profile.notes:
+    notes, more = listed(profile.notes)
+    for note in notes:
         grid.add_row("  -", Text(printable(byte_counts_in_words(note))))
-    return [Text("Notes", style="bold"), grid]
+    return [Text("Notes", style="bold"), grid, *([more] if more is not None else [])]
 
 
 def _recommendations(profile: Profile) -> list[RenderableType]:
@@ -467,9 +472,10 @@ def _recommendations(profile: Profile) -> list[RenderableType]:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column()
-    for rec in profile.recommendations:
+    recommendations, more = listed(profile.recommendations, "recommendations")
+    for rec in recommendations:
         grid.add_row("  -", Text(printable(rec.text)))
-    return [Text("Recommendations", style="bold"), grid]
+    return [Text("Recommendations", style="bold"), grid, *([more] if more is not None else [])]
 
 
 def _kernels_pointer(profile: Profile) -> Text:

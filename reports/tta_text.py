@@ -4,7 +4,6 @@ the ratios and run summaries analysis/time_to_accuracy.py's."""
 
 from __future__ import annotations
 
-import csv
 import io
 
 from rich.console import RenderableType
@@ -12,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tbd.core.tta_result import TtaResult, TtaRun, TtaSystem, TtaTable
-from tbd.reports.console import NA, console_text, new_console, plain_table
+from tbd.reports.console import NA, console_text, listed, new_console, plain_table
+from tbd.reports.csv_cells import SafeWriter
 from tbd.reports.numbers import fmt_duration, fmt_sig
 from tbd.reports.printable import printable
 
@@ -65,12 +65,16 @@ def render_tta(result: TtaResult, *, width: int, color: bool | None) -> str:
             out.append(_inference_table(table))
         else:
             out.append(_dawnbench_table(table))
-        out += _system_notes(table) + [Text(f"note: {printable(n)}", overflow="fold") for n in table.notes] + [None]
+        notes, more = listed(table.notes)
+        out += _system_notes(table) + [Text(f"note: {printable(n)}", overflow="fold") for n in notes]
+        out += ([more] if more is not None else []) + [None]
     if not result.tables:
         out += [Text("No MLPerf result or DAWNBench entry could be scored."), None]
     if result.problems:
         out.append(Text("Could not read (the rest is reported):", style="bold"))
-        out += [Text(f"  {printable(p.path)}: {printable(p.reason)}", overflow="fold") for p in result.problems]
+        problems, more = listed(result.problems, "files that could not be read")
+        out += [Text(f"  {printable(p.path)}: {printable(p.reason)}", overflow="fold") for p in problems]
+        out += [more] if more is not None else []
     return console_text(console, out)
 
 
@@ -215,7 +219,9 @@ def _system_notes(table: TtaTable) -> list[RenderableType]:
             said.append(f"energy: {s.energy_reason}")
         dropped = [r for r in s.runs if not r.used and r.dropped_reason and "olympic" not in r.dropped_reason]
         said += [f"{_name(r)} {r.dropped_reason}" for r in dropped]
-        lines += [Text(f"* {printable(s.label)}: {printable(line)}", overflow="fold") for line in said]
+        shown, more = listed(said, f"notes on {printable(s.label)}")
+        lines += [Text(f"* {printable(s.label)}: {printable(line)}", overflow="fold") for line in shown]
+        lines += [more] if more is not None else []
     return lines
 
 
@@ -233,7 +239,7 @@ CSV_COLUMNS = ("row", "source", "benchmark", "ruleset", "target", "system", "pat
 
 def tta_csv(result: TtaResult) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SafeWriter(out)
     writer.writerow(CSV_COLUMNS)
     for table in result.tables:
         head = [table.source, table.benchmark, table.ruleset or "", _cell(table.target)]

@@ -57,6 +57,12 @@ from tbd.profilers.traces.files import file_kind
 MAX_ENTRY_BYTES = 4 << 20
 #: Per-line notes kept for one file; the rest are counted in one closing note.
 MAX_LINE_NOTES = 20
+#: The largest hours a TSV row may say (a century of training) and the largest USD, ms or quality a JSON
+#: field may: beyond them a figure is no measurement, and products (hours x 3600, x costPerHour) overflow.
+MAX_HOURS = 1e6
+#: The longest author, model, hardware ... text kept (a label is made of them).
+MAX_TEXT = 200
+MAX_FIELD = 1e12
 TASKS = ("CIFAR10", "ImageNet", "SQuAD")
 EPOCH, HOURS = "epoch", "hours"
 #: The README's metric columns; a header cell matching one case-insensitively takes this spelling.
@@ -269,7 +275,11 @@ def _field(fields: dict[str, Any], name: str, notes: list[str]) -> Any:
 def _text(fields: dict[str, Any], name: str, notes: list[str]) -> str | None:
     value = _field(fields, name, notes)
     if isinstance(value, str):
-        return value.strip() or None
+        value = value.strip()
+        if len(value) > MAX_TEXT:
+            notes.append(f"JSON {name} is {len(value):,} characters; the first {MAX_TEXT} kept")
+            value = value[:MAX_TEXT]
+        return value or None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         notes.append(f"JSON {name} is the number {value!r}; kept as the text {str(value)!r}")
         return str(value)
@@ -295,7 +305,13 @@ def _number(fields: dict[str, Any], name: str, notes: list[str], positive: bool 
         shown = repr(value)[:40] if isinstance(value, str) else _json_kind(value)
         notes.append(f"JSON {name} is {shown}, not a number; ignored")
         return None
-    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+    if math.isnan(number):  # said in words, never as "nan"
+        notes.append(f"JSON {name} is not a finite number; ignored")
+        return None
+    if number > MAX_FIELD:  # 1e999 reads as inf: said in words, never as "inf"
+        notes.append(f"JSON {name} is larger than {MAX_FIELD:g}, not a measured figure; ignored")
+        return None
+    if number < 0 or (positive and number == 0):
         notes.append(f"JSON {name} is {number!r}, not a {'positive' if positive else 'non-negative'} "
                      "finite number; ignored")
         return None
@@ -341,7 +357,7 @@ def _cell_number(cell: str) -> tuple[float | None, str | None]:
         value = float(cell)
         return (value, None) if math.isfinite(value) else (None, f"is {cell!r}, too large to be a number")
     if cell.lower().lstrip("+-") in ("nan", "inf", "infinity"):
-        return None, f"is {cell!r}, not a finite number"
+        return None, "is not a finite number"
     return None, f"is {cell[:24]!r}, not a number"
 
 
@@ -395,6 +411,8 @@ def _row(values: dict[str, str], columns: tuple[str, ...], number: int, said: li
         value, why = _cell_number(values.get(key, ""))
         if why is None and value is not None and value < 0:
             why = f"is {value!r}, negative"
+        if why is None and value is not None and value > (MAX_HOURS if key == HOURS else MAX_FIELD):
+            why = f"is {value:g}, over {MAX_HOURS if key == HOURS else MAX_FIELD:g}"
         if why is not None or value is None:
             said.append(f"line {number} skipped: {key} {why}")
             return None
@@ -406,6 +424,8 @@ def _row(values: dict[str, str], columns: tuple[str, ...], number: int, said: li
         value, why = _cell_number(values.get(column, ""))
         if why is None and value is not None and value < 0:
             why = f"is {value!r}, negative"
+        if why is None and value is not None and value > MAX_FIELD:
+            why = f"is {value:g}, over {MAX_FIELD:g}"
         if why is not None or value is None:
             said.append(f"line {number}: {column} {why}; left out of that row")
             continue

@@ -72,7 +72,13 @@ def _event(text: str) -> tuple[Event | None, str]:
             time_ms = float(time_ms)
         except ValueError:
             return None, "time_ms is not a number"
-    if isinstance(time_ms, bool) or not isinstance(time_ms, (int, float)) or not math.isfinite(time_ms):
+    if isinstance(time_ms, bool) or not isinstance(time_ms, (int, float)):
+        return None, "time_ms is not a number"
+    try:
+        time_ms = float(time_ms)  # an integer past a float's range (10**400) has no time
+    except OverflowError:
+        return None, "time_ms is not a number"
+    if not math.isfinite(time_ms):
         return None, "time_ms is not a number"
     metadata = obj.get("metadata")
-    return Event(float(time_ms), key, obj.get("value"), metadata if isinstance(metadata, dict) else {}), ""
+    return Event(time_ms, key, obj.get("value"), metadata if isinstance(metadata, dict) else {}), ""

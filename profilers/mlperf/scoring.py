@@ -31,6 +31,7 @@ import functools
 import io
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -46,6 +47,13 @@ from tbd.profilers.mlperf.log import read_log
 
 #: The largest file copied for the tools: a result or power log far larger is not one a run wrote.
 MAX_COPY_BYTES = 512 << 20
+#: The longest `:::MLLOG` line given to the tools. Their parsers strip each line with
+#: `re.sub(".*:::MLLOG ", ...)`, which backtracks in time quadratic in the line's length (a 300 kB
+#: line took minutes); real events are a few hundred characters (the longest in the v4.0 logs: 277).
+MAX_EVENT_LINE = 8 << 10
+_TOKEN = b":::MLLOG"
+#: A log line the tools quote back in a message: never repeated (it may hold anything, "NaN" included).
+_ECHOED_EVENT = re.compile(r":::MLLOG .*?(?=; |$)")
 #: What `_compute_strong_score_standalone` prints for a run it drops: "<error> in <file>".
 _DROPPED = re.compile(r"^(?P<error>.*) in (?P<file>\S*result_[^/\s]*\.txt)$")
 
@@ -142,7 +150,7 @@ def score_benchmark(folder: Path, system: str, desc: dict[str, Any] | None, rule
             problems.append(f"{folder}: result_summarizer failed: {_exception(outcome)}")
         else:
             track, scaling = outcome[0], (outcome[4] if len(outcome) > 4 else None)  # 4.1.68 returns five
-            run_min = {Path(f).name: float(m) for f, m in track.items()}
+            run_min = {Path(f).name: m for f, m in ((f, _float(m)) for f, m in track.items()) if m is not None}
             dropped = _dropped_reasons(text)
 
         run_energy, run_energy_reason = {}, {}
@@ -178,8 +186,9 @@ def score_benchmark(folder: Path, system: str, desc: dict[str, Any] | None, rule
             from mlperf_logging.rcp_checker import rcp_checker
             for name in run_min:
                 _, converged = _captured(rcp_checker.read_submission_file, str(copy / name), ruleset, False)
-                if not isinstance(converged, BaseException) and converged[0] == 0:
-                    run_converge[name] = float(converged[1])
+                if not isinstance(converged, BaseException) and converged[0] == 0 \
+                        and _float(converged[1]) is not None:
+                    run_converge[name] = _float(converged[1])
 
     score = _float(detailed.get(f"{benchmark}:time_to_train"))
     energy = _float(detailed.get(f"{benchmark}:Energy"))
@@ -187,7 +196,10 @@ def score_benchmark(folder: Path, system: str, desc: dict[str, Any] | None, rule
         energy_reason = "result_summarizer gave no energy (too few runs with power logs)"
     score_reason = None
     if score is None:
-        if len(dropped) > max_dropped:
+        if detailed.get(f"{benchmark}:time_to_train") is not None:
+            score_reason = ("result_summarizer's score is negative or not finite (a scaling.json factor, or run "
+                            "times, no run can have)")
+        elif len(dropped) > max_dropped:
             score_reason = (f"{len(dropped)} runs did not converge or failed the compliance check; MLPerf allows "
                             f"{max_dropped}")
         elif not run_min:
@@ -200,16 +212,28 @@ def score_benchmark(folder: Path, system: str, desc: dict[str, Any] | None, rule
     rcp = detailed.get(f"{benchmark}:RCP") or None
     return BenchmarkScore(
         benchmark, score, score_reason, run_min, dropped,
-        _float(detailed.get(f"{benchmark}:rcp_scaling_factor")) or scaling, max_dropped,
+        _float(detailed.get(f"{benchmark}:rcp_scaling_factor")) or _float(scaling), max_dropped,
         energy if has_power else None, energy_reason if energy is None else None,
         run_energy, run_energy_reason,
         _float(detailed.get(f"{benchmark}:GBS")), _float(detailed.get(f"{benchmark}:samples_to_converge")),
         run_converge, rcp if isinstance(rcp, str) else None, required, problems, tool_version())
 
 
+#: The largest figure taken from the tools: from hostile logs they return anything (a scaling.json
+#: factor of 1e308 times the runs' minutes); no time in minutes, energy in J or sample count is near it.
+MAX_TOOL_FIGURE = 1e15
+
+
 def _float(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
-        return float(value)
+    """A finite number in [0, MAX_TOOL_FIGURE] the tools returned (from hostile logs they return NaN, inf,
+    negatives or 1e308), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:
+            return None
+        if math.isfinite(number) and 0 <= number <= MAX_TOOL_FIGURE:
+            return number
     return None
 
 
@@ -224,9 +248,10 @@ def _copy_folder(source: Path, target: Path, problems: list[str], only: set[str]
     target.mkdir(parents=True)
     for entry in sorted(source.iterdir()):
         if only is not None and entry.name in only:
-            _copy_file(entry, target / copy_name(entry.name), problems)
-        elif only is None and entry.name.startswith("result_") and entry.name.endswith(".txt") \
-                or entry.name == "scaling.json":
+            _copy_file(entry, target / copy_name(entry.name), problems, events_only=True)
+        elif only is None and entry.name.startswith("result_") and entry.name.endswith(".txt"):
+            _copy_file(entry, target / entry.name, problems, events_only=True)
+        elif entry.name == "scaling.json":
             _copy_file(entry, target / entry.name, problems)
     power = source / "power"
     if power.is_dir() and not power.is_symlink():
@@ -238,7 +263,9 @@ def _copy_folder(source: Path, target: Path, problems: list[str], only: set[str]
                         _copy_file(entry, target / "power" / run.name / entry.name, problems)
 
 
-def _copy_file(source: Path, target: Path, problems: list[str]) -> None:
+def _copy_file(source: Path, target: Path, problems: list[str], events_only: bool = False) -> None:
+    """A regular file copied, capped; `events_only`: a result log's `:::MLLOG` lines only (all the
+    tools read), each at most MAX_EVENT_LINE long (a longer one is left out and said)."""
     try:
         info = os.stat(source)
         if not stat.S_ISREG(info.st_mode):
@@ -252,9 +279,35 @@ def _copy_file(source: Path, target: Path, problems: list[str]) -> None:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                 problems.append(f"{source}: not a regular file, skipped")
                 return
-            shutil.copyfileobj(handle, out, 1 << 20)
+            if not events_only:
+                shutil.copyfileobj(handle, out, 1 << 20)
+                return
+            long_lines = _copy_events(handle, out)
+        if long_lines:
+            problems.append(f"{source}: {long_lines} `:::MLLOG` line{'s' * (long_lines != 1)} longer than "
+                            f"{MAX_EVENT_LINE:,} characters not given to result_summarizer")
     except OSError as exc:
         problems.append(f"{source}: cannot be read ({exc.strerror or type(exc).__name__}), skipped")
+
+
+def _copy_events(handle: Any, out: Any) -> int:
+    """The lines of `handle` holding `:::MLLOG`, each at most MAX_EVENT_LINE bytes, into `out`; how many
+    longer ones were left out. Read a bounded piece at a time: a line without end costs no memory."""
+    long_lines, skipping = 0, False
+    while True:
+        piece = handle.readline(MAX_EVENT_LINE + 1)
+        if not piece:
+            return long_lines
+        ended = piece.endswith(b"\n")
+        if skipping:  # the rest of a line already found too long
+            skipping = not ended
+            continue
+        if not ended and len(piece) > MAX_EVENT_LINE:
+            long_lines += _TOKEN in piece
+            skipping = True
+            continue
+        if _TOKEN in piece:
+            out.write(piece if ended else piece + b"\n")
 
 
 def _restore_scaling(source: Path, copy: Path) -> None:
@@ -340,7 +393,8 @@ def _dropped_reasons(text: str) -> dict[str, str]:
         match = _DROPPED.match(line)
         if match:
             said = [p for p in pending if p and not set(p) <= {"-"} and "Running compliance" not in p]
-            reasons[Path(match["file"]).name] = "; ".join([match["error"], *said])[:300]
+            text = "; ".join([match["error"], *said])
+            reasons[Path(match["file"]).name] = _ECHOED_EVENT.sub(":::MLLOG line", text)[:300]
             pending = []
         elif line and not line.startswith(("NOTICE:", "CRITICAL ERROR", "** CRITICAL", "WARNING: Power")):
             pending.append(line)

@@ -151,7 +151,8 @@ class PyTorchHook(FrameworkHook):
             records["cuda_max_allocated"] = int(torch.cuda.max_memory_allocated(dev))
         rundir.atomic_write_json(window.run_dir / rundir.MEMORY, records)
         rundir.atomic_write_json(window.run_dir / rundir.MEMORY_CROSS_CHECK, torch_memory_cross_check(prof))
-        if exported.exists():
+        # A window stopped before its first recorded iteration (a Ctrl-C, loop.run_trace_window) traced none.
+        if exported.exists() and window.state.trace_window is not None:
             window.write_trace(exported.read_bytes())
 
 

@@ -20,6 +20,7 @@ from tbd.reports.figures.canvas import (
     add_caption,
     byte_unit,
     category_label,
+    count_left_out,
     empty_figure,
     legend_patch,
     na,
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 
 #: Ops drawn in the op figure: the record's first (largest absolute delta first).
 TOP_OPS = 10
+#: Runs drawn side by side (the first, the reference, included) and metrics drawn as groups of bars: the caption
+#: counts the rest, which the comparison's table and JSON keep.
+MAX_RUNS = 8
+MAX_METRICS = 30
 _OP_NAME_CHARS = 40
 _RUN_NAME_CHARS = 56
 MEMORY_PREFIX = "memory."
@@ -59,7 +64,14 @@ def _run_captions(comparison: Comparison) -> list[str]:
 
 def compare_title(comparison: Comparison, what: str) -> str:
     """"<what> — A vs B vs C"."""
-    return printable(f"{what} — " + " vs ".join(r.label for r in comparison.runs))
+    labels = [r.label for r in comparison.runs[:MAX_RUNS]]
+    more = len(comparison.runs) - len(labels)
+    return printable(f"{what} — " + " vs ".join(labels) + (f" and {more} more" if more > 0 else ""))
+
+
+def _left_out(comparison: Comparison) -> list[str]:
+    """The caption line counting the runs a figure leaves out (`MAX_RUNS`)."""
+    return count_left_out(min(len(comparison.runs), MAX_RUNS), len(comparison.runs), "runs (the last given)")
 
 
 def compare_metrics_figure(comparison: Comparison) -> Figure:
@@ -70,20 +82,22 @@ def compare_metrics_figure(comparison: Comparison) -> Figure:
     Returns: the Figure; a "n/a" figure when there is no such metric.
     """
     # A figure no run has (NVML on CPU runs, throughput of traces) says nothing side by side.
-    metrics = [m for m in comparison.metrics
-               if not m.key.startswith(MEMORY_PREFIX) and any(v is not None for v in m.values)]
+    every = [m for m in comparison.metrics
+             if not m.key.startswith(MEMORY_PREFIX) and any(v is not None for v in m.values)]
+    metrics = every[:MAX_METRICS]
     title = compare_title(comparison, f"Ratio to {comparison.runs[0].label if comparison.runs else 'the first run'}")
     if not metrics or not comparison.runs:
         return empty_figure(title, na("no metric to compare"))
-    runs = len(comparison.runs)
+    shown = comparison.runs[:MAX_RUNS]
+    runs = len(shown)
     fig = new_figure(9.5, 1.4 + len(metrics) * (0.32 * runs + 0.35))
     ax = fig.add_subplot()
     band = 0.8 / runs  # each group shares 0.8 of the unit between metrics
     captions = []
     for i, metric in enumerate(metrics):
-        for j, run in enumerate(comparison.runs):
+        for j in range(runs):
             y = i - 0.4 + band * (j + 0.5)
-            captions += _ratio_bar(ax, y, band, metric, comparison.runs, j)
+            captions += _ratio_bar(ax, y, band, metric, shown, j)
     ax.axvline(1.0, color="#333333", linewidth=1, linestyle="--")
     ax.set_yticks(range(len(metrics)), [_metric_label(m) for m in metrics])
     ax.set_ylim(len(metrics) - 0.5, -0.5)  # the record's first metric on top, rows without bars kept inside
@@ -93,9 +107,10 @@ def compare_metrics_figure(comparison: Comparison) -> Figure:
     ax.margins(x=0.35)  # room right of the longest bar for its value label
     ax.set_xlim(left=0)
     ax.legend(handles=[legend_patch(color=SERIES_COLOURS[j % len(SERIES_COLOURS)], label=run_name(r))
-                       for j, r in enumerate(comparison.runs)], fontsize=8, loc="lower right")
+                       for j, r in enumerate(shown)], fontsize=8, loc="lower right")
     if any(m.ratio_low for m in metrics):
         captions.append("whiskers: the ratio's 95 % interval, from both runs' intervals (an arrow: unbounded above)")
+    captions += _left_out(comparison) + count_left_out(len(metrics), len(every), "metrics (the last)")
     add_caption(fig, [*_run_captions(comparison), *captions])
     return fig
 
@@ -143,12 +158,13 @@ def compare_ops_figure(comparison: Comparison, top: int = TOP_OPS) -> Figure:
     title = compare_title(comparison, "Time per iteration by launching op")
     if not ops or not comparison.runs:
         return empty_figure(title, na("no op times to compare"))
-    runs = len(comparison.runs)
+    shown = comparison.runs[:MAX_RUNS]
+    runs = len(shown)
     fig = new_figure(9.5, 1.4 + len(ops) * (0.28 * runs + 0.3))
     ax = fig.add_subplot()
     band = 0.8 / runs
     for i, op in enumerate(ops):
-        for j, seconds in enumerate(op.time_per_iteration_s):
+        for j, seconds in enumerate(op.time_per_iteration_s[:runs]):
             y = i - 0.4 + band * (j + 0.5)
             if seconds is None:
                 ax.text(0, y, " absent", va="center", fontsize=7, color=MISSING_COLOUR)
@@ -163,9 +179,10 @@ def compare_ops_figure(comparison: Comparison, top: int = TOP_OPS) -> Figure:
     ax.margins(x=0.15)
     ax.set_xlim(left=0)
     ax.legend(handles=[legend_patch(color=SERIES_COLOURS[j % len(SERIES_COLOURS)], label=run_name(r))
-                       for j, r in enumerate(comparison.runs)], fontsize=8, loc="lower right")
+                       for j, r in enumerate(shown)], fontsize=8, loc="lower right")
     captions = [f"the {len(ops)} ops with the largest difference of {len(comparison.ops)}"] \
         if len(comparison.ops) > len(ops) else []
+    captions += _left_out(comparison)
     add_caption(fig, [*_run_captions(comparison), *captions])
     return fig
 
@@ -186,7 +203,8 @@ def compare_memory_figure(comparison: Comparison) -> Figure:
     fig = new_figure(8.5, 4.8)
     ax = fig.add_subplot()
     captions = []
-    for j, run in enumerate(comparison.runs):
+    shown = comparison.runs[:MAX_RUNS]
+    for j, run in enumerate(shown):
         bottom = 0.0
         for name in MEMORY_CATEGORIES:
             metric = by_key.get(name)
@@ -201,17 +219,17 @@ def compare_memory_figure(comparison: Comparison) -> Figure:
                for c in MEMORY_CATEGORIES if c in by_key]
     peak = by_key.get("allocator_peak")
     if peak:
-        shown = [(j, v) for j, v in enumerate(peak.values) if v is not None]
-        handles += ax.plot([j for j, _ in shown], [v / size for _, v in shown], linestyle="none", marker="D",
+        peaks = [(j, v) for j, v in enumerate(peak.values[:len(shown)]) if v is not None]
+        handles += ax.plot([j for j, _ in peaks], [v / size for _, v in peaks], linestyle="none", marker="D",
                            color="#333333", label="allocator peak", zorder=4)
-        for j, v in shown:
+        for j, v in peaks:
             ax.annotate(fmt_bytes(v), (j, v / size), xytext=(0, 7), textcoords="offset points", ha="center",
                         fontsize=8)
-    ax.set_xticks(range(len(comparison.runs)), [run_name(r) for r in comparison.runs])
+    ax.set_xticks(range(len(shown)), [run_name(r) for r in shown])
     ax.set_ylabel(f"bytes ({unit}), each category's own peak")
     ax.set_title(title, loc="left")
     ax.grid(True, axis="y", alpha=0.3)
     ax.margins(y=0.12)
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    add_caption(fig, [*_run_captions(comparison), *captions])
+    add_caption(fig, [*_run_captions(comparison), *captions, *_left_out(comparison)])
     return fig

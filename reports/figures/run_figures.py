@@ -20,6 +20,7 @@ from tbd.reports.figures.canvas import (
     add_caption,
     byte_unit,
     category_label,
+    count_left_out,
     empty_figure,
     legend_line,
     legend_patch,
@@ -43,6 +44,10 @@ WINDOW_COLOURS = {"warm-up": "#999999", "timing window": "#56B4E9", "trace windo
 _LOG_SPREAD = 20.0
 #: Flagged and ranked groups named on the scatter, longest first (more would overlap).
 _NAMED_GROUPS = 6
+#: Kernel groups drawn on the scatter, longest first: the rest are counted in the caption.
+MAX_GROUPS = 2000
+#: Iterations drawn on the iteration-time line: a longer run is drawn every k-th iteration, and the caption says so.
+MAX_ITERATIONS = 5000
 #: Room above the highest point or line of a percentage axis, as a fraction of it (the labels sit there).
 _HEADROOM = 0.15
 
@@ -106,11 +111,14 @@ def iteration_time_figure(profile: Profile) -> Figure:
     steps = it.step_numbers if trace and it.step_numbers and len(it.step_numbers) == len(it.times_s) else None
     x = steps if steps is not None else list(range(len(it.times_s)))
     ms = [t * 1000 for t in it.times_s]
+    step = -(-len(ms) // MAX_ITERATIONS)  # 1 up to MAX_ITERATIONS iterations
     fig = new_figure(9.0, 4.2)
     ax = fig.add_subplot()
-    ax.plot(x, ms, color=SERIES_COLOURS[0], linewidth=1.2, marker="." if len(ms) <= 200 else None,
+    ax.plot(x[::step], ms[::step], color=SERIES_COLOURS[0], linewidth=1.2, marker="." if len(ms) <= 200 else None,
             label="iteration time", zorder=3)
     captions = [] if trace else _shade_stages(ax, profile)
+    if step > 1:
+        captions.append(f"every {step}th of {len(ms):,} iterations drawn (iterations.json has them all)")
     if trace:
         captions.append(f"{len(ms)} ProfilerSteps read from a trace: warm-up and stability not checked")
     if min(ms) > 0 and max(ms) / min(ms) > _LOG_SPREAD:
@@ -141,10 +149,13 @@ def _shade_stages(ax: Axes, profile: Profile) -> list[str]:
     for name, window in (("timing window", it.timing_window), ("trace window", it.trace_window)):
         if window:
             spans.append((name, window, f"{name}: iterations {fmt_window(window)}"))
+    last = len(it.times_s) - 1  # a span is drawn within the iterations recorded, whatever the record says
+    spans = [(name, [max(0, window[0]), min(last, window[-1])], label) for name, window, label in spans
+             if window[0] <= last and window[-1] >= 0]
     for name, window, label in spans:
         ax.axvspan(window[0] - 0.5, window[-1] + 0.5, color=WINDOW_COLOURS[name], alpha=0.25, linewidth=0,
                    label=label, zorder=1)
-    if it.warmup_detected and it.stable and stability:
+    if it.warmup_detected and it.stable and stability and 0 <= it.warmup <= last + 1:
         ax.axvline(it.warmup - 0.5, color="#333333", linestyle=":", linewidth=1.2, label=stability[0], zorder=2)
     captions = [f"{name} {fmt_window(window)}: none recorded" for name, window in
                 (("timing window", it.timing_window), ("trace window", it.trace_window)) if not window]
@@ -254,7 +265,8 @@ def kernel_utilization_figure(profile: Profile) -> Figure:
     title = f"FLOP utilization per {noun[:-1]} group — {run_title(profile)}"
     if not profile.kernels:
         return empty_figure(title, na(f"no {noun} in the trace window"))
-    drawn = _drawable(profile)
+    drawable = _drawable(profile)
+    drawn = sorted(drawable, key=lambda r: -r.time_s)[:MAX_GROUPS]
     ranked = {r.name for r in profile.low_util_kernels}
     kinds = (("plain", f"{noun[:-1]} groups", "o", SERIES_COLOURS[0]),
              ("ranked", "ranked: compute-bound, below the threshold", "s", SERIES_COLOURS[1]),
@@ -286,7 +298,8 @@ def kernel_utilization_figure(profile: Profile) -> Figure:
     else:
         ax.set_ylim(bottom=0)
     ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
-    add_caption(fig, _utilization_captions(profile, len(drawn)))
+    add_caption(fig, _utilization_captions(profile, len(drawn))
+                + count_left_out(len(drawn), len(drawable), f"{noun[:-1]} groups (the shortest)"))
     return fig
 
 

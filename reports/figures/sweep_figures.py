@@ -10,6 +10,7 @@ figure and named in the caption.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tbd.core.profile_result import MEMORY_CATEGORIES
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 #: The utilization series of a sweep: the point's field and how it is labelled.
 #: A sweep's FLOP utilization whose highest point is below this gets its own axis (`sweep_utilization_figure`).
 FLOP_OWN_AXIS_BELOW_PCT = 20.0
+#: Points drawn, the sweep's first (a real sweep has tens): the caption counts the rest, which sweep.json keeps.
+MAX_POINTS = 64
 UTILIZATION_SERIES = (("gpu_busy_pct", "GPU busy %"), ("flop_util_pct", "FLOP utilization %"),
                       ("cpu_util_pct", "CPU utilization %"))
 
@@ -47,6 +50,15 @@ def sweep_title(sweep: Sweep, what: str) -> str:
     """"<what> — model (framework) on device name" for a sweep's figures."""
     device = sweep.device + (f" ({sweep.device_name})" if sweep.device_name else "")
     return printable(f"{what} — {sweep.model} ({sweep.framework}) on {device}")
+
+
+def _capped(sweep: Sweep) -> tuple[Sweep, list[str]]:
+    """The sweep with its first `MAX_POINTS` points, and the caption line counting the rest."""
+    if len(sweep.points) <= MAX_POINTS:
+        return sweep, []
+    rest = sweep.points[MAX_POINTS:]
+    return replace(sweep, points=sweep.points[:MAX_POINTS]), [
+        f"{len(rest):,} more points not shown (batch {rest[0].batch} to {rest[-1].batch}; sweep.json has them all)"]
 
 
 def _batch_axis(ax: Axes, sweep: Sweep) -> None:
@@ -96,6 +108,7 @@ def sweep_throughput_figure(sweep: Sweep) -> Figure:
         timing window cut short gives a lower bound), points with none as "OOM" / "failed" / "n/a".
     Returns: the Figure; a "n/a" figure for a sweep without points.
     """
+    sweep, left_out = _capped(sweep)
     title = sweep_title(sweep, "Throughput")
     if not sweep.points:
         return empty_figure(title, na("the sweep has no points"))
@@ -135,7 +148,7 @@ def sweep_throughput_figure(sweep: Sweep) -> Figure:
     captions += _unreliable_captions(sweep.points)
     if sweep.largest_fitting_batch is not None:
         captions.append(f"largest batch that ran: {sweep.largest_fitting_batch}")
-    add_caption(fig, captions)
+    add_caption(fig, captions + left_out)
     return fig
 
 
@@ -146,6 +159,7 @@ def sweep_utilization_figure(sweep: Sweep) -> Figure:
         "GPU busy %: n/a" and its reason is in the caption; points without figures marked by status.
     Returns: the Figure; a "n/a" figure for a sweep without points.
     """
+    sweep, left_out = _capped(sweep)
     title = sweep_title(sweep, "Utilization")
     if not sweep.points:
         return empty_figure(title, na("the sweep has no points"))
@@ -189,7 +203,7 @@ def sweep_utilization_figure(sweep: Sweep) -> Figure:
         handles, labels = handles + more[0], labels + more[1]
     ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.12 if flop_axis else 1.0, 1.0),
               frameon=False)
-    add_caption(fig, captions)
+    add_caption(fig, captions + left_out)
     return fig
 
 
@@ -227,6 +241,7 @@ def sweep_memory_figure(sweep: Sweep) -> Figure:
         without figures marked by status.
     Returns: the Figure; a "n/a" figure when no point has a byte count.
     """
+    sweep, left_out = _capped(sweep)
     title = sweep_title(sweep, "Memory by category")
     known = [v for p in sweep.points for v in (*p.memory_bytes.values(), *p.memory_at_peak.values())]
     if all(v is None for v in known):
@@ -262,7 +277,7 @@ def sweep_memory_figure(sweep: Sweep) -> Figure:
     # One legend entry per category, in stacking order, whichever points have it.
     split_ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     add_caption(fig, _failed_captions(sweep.points) + _null_memory_captions(sweep.points)
-                + _no_split_captions(sweep.points) + _unreliable_captions(sweep.points))
+                + _no_split_captions(sweep.points) + _unreliable_captions(sweep.points) + left_out)
     return fig
 
 

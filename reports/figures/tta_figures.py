@@ -7,8 +7,10 @@ write a figure in a unit. A system without a score keeps its row, empty, with it
 the axis and whole in the caption. Runs of one system share its colour (the same in every figure of the
 table); runs dropped from the score are dashed and faded.
 
-Names come from others' logs and may hold `$` or backslashes: every text drawn passes through `plain_text`,
-so matplotlib never reads it as mathtext (an unknown `\\command` between dollars would fail the whole figure).
+Names come from others' logs and may hold `$` or backslashes: `tta_table_figures` draws each figure through
+`figure_set.draw_figures`, which makes every text plain (`canvas.plain_text`), so matplotlib never reads it as
+mathtext (an unknown `\\command` between dollars would fail the whole figure). A table draws at most `MAX_SYSTEMS`
+systems and `MAX_RUN_LINES` runs, each at most `MAX_LINE_POINTS` points; the caption counts the rest.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from tbd.reports.figures.canvas import (
     MISSING_COLOUR,
     SERIES_COLOURS,
     add_caption,
+    count_left_out,
     empty_figure,
     legend_line,
     na,
     new_figure,
+    plain_text,  # noqa: F401 - re-exported: tests and callers of this module's former helper
 )
+from tbd.reports.figures.figure_set import FigureSet, draw_figures
 from tbd.reports.numbers import NA, fmt_sig
 from tbd.reports.printable import printable
 
@@ -47,18 +52,15 @@ USED_STYLE = {"linestyle": "-", "alpha": 1.0}
 DROPPED_STYLE = {"linestyle": "--", "alpha": 0.45}
 TARGET_COLOUR = "#333333"
 _LABEL_CHARS = 36
+_SLUG_CHARS = 60
+#: Systems drawn as bars (the table's first, its own order) and batch points; runs drawn as lines; points per line;
+#: systems named in a legend. A caption line counts what is left out.
+MAX_SYSTEMS = 40
+MAX_RUN_LINES = 60
+MAX_LINE_POINTS = 2000
+MAX_LEGEND_SYSTEMS = 16
 _REASON_CHARS = 38
 _TARGET_SOURCE_CHARS = 60
-
-
-def plain_text(value) -> str:
-    """`value` as text matplotlib draws verbatim: control characters escaped (`printable`), every `$` as `\\$`.
-
-    matplotlib reads a text holding two unescaped `$` as mathtext (and raises on an unknown `\\command`
-    inside); with each `$` escaped it counts none, draws the text as it is, and shows `\\$` as `$`.
-    Backslashes outside mathtext are drawn as they are.
-    """
-    return printable("" if value is None else value).replace("$", r"\$")
 
 
 def time_unit(seconds: Iterable[float | None]) -> tuple[int, str]:
@@ -79,7 +81,9 @@ def table_slugs(result: TtaResult) -> list[str]:
     """
     slugs: list[str] = []
     for i, table in enumerate(result.tables, 1):
-        base = re.sub(r"[^a-z0-9]+", "-", table.benchmark.lower()).strip("-") or f"table-{i}"
+        # Cut to _SLUG_CHARS: a file name has at most 255 bytes, and a benchmark name is others' data.
+        base = re.sub(r"[^a-z0-9]+", "-", table.benchmark[:4 * _SLUG_CHARS].lower())[:_SLUG_CHARS].strip("-") \
+            or f"table-{i}"
         slug, n = base, 1
         while slug in slugs:
             n += 1
@@ -88,7 +92,7 @@ def table_slugs(result: TtaResult) -> list[str]:
     return slugs
 
 
-def tta_figures(result: TtaResult) -> dict[str, Figure]:
+def tta_figures(result: TtaResult) -> FigureSet:
     """Every figure of a time-to-accuracy result, by file stem.
 
     Args: result: a finished TtaResult.
@@ -99,26 +103,30 @@ def tta_figures(result: TtaResult) -> dict[str, Figure]:
     if not result.tables:
         why = f"no benchmark could be read ({len(result.problems)} problems)" if result.problems \
             else "no benchmark was given"
-        return {"tta": empty_figure("Time to target", na(why))}
-    figures: dict[str, Figure] = {}
+        return draw_figures({"tta": lambda: empty_figure("Time to target", na(why))})
+    figures = FigureSet()
     for table, slug in zip(result.tables, table_slugs(result)):
-        figures |= tta_table_figures(table, slug)
+        drawn = tta_table_figures(table, slug)
+        figures |= drawn
+        figures.notes |= drawn.notes
     return figures
 
 
-def tta_table_figures(table: TtaTable, slug: str) -> dict[str, Figure]:
-    """The figures of one table: {"tta-<slug>-time"[, "tta-<slug>-accuracy"][, "tta-<slug>-throughput"]}."""
-    figures = {f"tta-{slug}-time": time_to_target_figure(table)}
-    accuracy = accuracy_figure(table)
-    if accuracy is not None:
-        figures[f"tta-{slug}-accuracy"] = accuracy
-    throughput = throughput_figure(table)
-    if throughput is not None:
-        figures[f"tta-{slug}-throughput"] = throughput
-    batches = batch_sweep_figure(table)
-    if batches is not None:
-        figures[f"tta-{slug}-batch"] = batches
-    return figures
+def tta_table_figures(table: TtaTable, slug: str) -> FigureSet:
+    """The figures of one table: {"tta-<slug>-time"[, "tta-<slug>-accuracy"][, "tta-<slug>-throughput"]
+    [, "tta-<slug>-batch"]}, drawn by `figure_set.draw_figures` (`notes` names one that could not be drawn)."""
+    return draw_figures({f"tta-{slug}-time": lambda: time_to_target_figure(table),
+                         f"tta-{slug}-accuracy": lambda: accuracy_figure(table),
+                         f"tta-{slug}-throughput": lambda: throughput_figure(table),
+                         f"tta-{slug}-batch": lambda: batch_sweep_figure(table)})
+
+
+def _thinned(values: Sequence, most: int = MAX_LINE_POINTS) -> Sequence:
+    """`values`, or every k-th of them (the last kept) when there are more than `most`: a line's shape, bounded."""
+    if len(values) <= most:
+        return values
+    step = -(-len(values) // most)
+    return [*values[:-1:step], values[-1]]
 
 
 def batch_sweep_figure(table: TtaTable) -> Figure | None:
@@ -129,9 +137,10 @@ def batch_sweep_figure(table: TtaTable) -> Figure | None:
         a batch without one is marked n/a), its converged runs' min and max as the bar of the point.
     Returns: the Figure, or None for a table that is not a batch sweep.
     """
-    points = [s for s in table.systems if s.global_batch_size is not None]
-    if table.source != "tbd" or len({s.global_batch_size for s in points}) < 2:
+    every = [s for s in table.systems if s.global_batch_size is not None]
+    if table.source != "tbd" or len({s.global_batch_size for s in every}) < 2:
         return None
+    points = every[:MAX_SYSTEMS]
     fig = new_figure(9.5, 4.5)
     ax = fig.add_subplot()
     batch = [s.global_batch_size for s in points]
@@ -152,13 +161,13 @@ def batch_sweep_figure(table: TtaTable) -> Figure | None:
                    label="time to target (s): olympic mean, bar min to max")
     right.set_ylabel("time to target (s)", color=SERIES_COLOURS[1])
     right.set_ylim(bottom=0)
-    ax.set_title(plain_text(table_title(table, "Throughput and time to target against batch size")), loc="left")
+    ax.set_title(printable(table_title(table, "Throughput and time to target against batch size")), loc="left")
     ax.grid(True, alpha=0.3)
     handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
     ax.legend(handles, [h.get_label() for h in handles], loc="upper left", fontsize="small")
-    add_caption(fig, [plain_text(target_text(table))] + [
-        plain_text(f"batch {s.global_batch_size:.0f}: no time to target — {s.score_reason or NA}")
-        for s in points if s.time_to_target_s is None])
+    add_caption(fig, [printable(target_text(table))] + [
+        printable(f"batch {s.global_batch_size:.0f}: no time to target — {s.score_reason or NA}")
+        for s in points if s.time_to_target_s is None] + count_left_out(len(points), len(every), "batch sizes"))
     return fig
 
 
@@ -190,13 +199,13 @@ def system_colour(index: int) -> str:
 
 
 def system_tick(system: TtaSystem) -> str:
-    """A system's tick label, ready to draw (`plain_text`): its label shortened, and "8 × H100" on a line beneath
+    """A system's tick label: its label shortened, and "8 × H100" on a line beneath
     when the record names the accelerator (each line made plain on its own: `printable` would escape the break)."""
     lines = [shorten_middle(printable(system.label), _LABEL_CHARS)]
     if system.accelerator or system.accelerator_count is not None:
         count = f"{system.accelerator_count} × " if system.accelerator_count is not None else ""
         lines.append(shorten_middle(printable(f"{count}{system.accelerator or 'accelerators'}"), _LABEL_CHARS))
-    return "\n".join(plain_text(line) for line in lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def abbreviate(reason: str | None, chars: int = _REASON_CHARS) -> str:
@@ -256,9 +265,10 @@ def time_to_target_figure(table: TtaTable) -> Figure:
     what = "Latency per item" if is_inference(table) else "Time to target"
     title = table_title(table, what)
     if not table.systems:
-        return empty_figure(plain_text(title), na("the table has no system"))
+        return empty_figure(printable(title), na("the table has no system"))
     panels = _panels(table)
-    count = len(table.systems)
+    systems = table.systems[:MAX_SYSTEMS]
+    count = len(systems)
     width = 9.5 + 3.5 * (len(panels) - 1)
     fig = new_figure(width, 1.5 + count * 0.5)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False,
@@ -266,14 +276,15 @@ def time_to_target_figure(table: TtaTable) -> Figure:
     captions = [target_text(table)]
     ratios = False
     for ax, panel in zip(axes, panels):
-        captions += _bar_panel(ax, table.systems, panel, room=0.3 if ax is axes[0] else 0.55)
-        ratios = ratios or any(panel.value(s) is not None and panel.ratio(s) is not None for s in table.systems)
-    axes[0].set_yticks(range(count), [system_tick(s) for s in table.systems])
+        captions += _bar_panel(ax, systems, panel, room=0.3 if ax is axes[0] else 0.55)
+        ratios = ratios or any(panel.value(s) is not None and panel.ratio(s) is not None for s in systems)
+    axes[0].set_yticks(range(count), [system_tick(s) for s in systems])
     axes[0].set_ylim(count - 0.5, -0.5)  # the first system (the reference of every ratio) on top
-    fig.suptitle(plain_text(title), x=0.01, ha="left")
+    fig.suptitle(printable(title), x=0.01, ha="left")
     if ratios:
         captions.append(f"ratios (x) are to {table.systems[0].label}")
-    add_caption(fig, [plain_text(line) for line in captions])
+    captions += count_left_out(count, len(table.systems), "systems (the table's last)")
+    add_caption(fig, [printable(line) for line in captions])
     return fig
 
 
@@ -284,16 +295,16 @@ def _bar_panel(ax: Axes, systems: Sequence[TtaSystem], panel: _Panel, room: floa
     for j, system in enumerate(systems):
         value = panel.value(system)
         if value is None:
-            ax.text(0, j, " " + plain_text(abbreviate(panel.reason(system))), va="center", fontsize=8,
+            ax.text(0, j, " " + printable(abbreviate(panel.reason(system))), va="center", fontsize=8,
                     color=MISSING_COLOUR)
             captions.append(f"{system.label}: {panel.title.lower()} {na(panel.reason(system))}")
             continue
         ratio = panel.ratio(system)
         text = f"{fmt_sig(value / panel.size)} {panel.unit}" + (f" ({fmt_ratio(ratio)})" if ratio is not None else "")
         bars = ax.barh([j], [value / panel.size], height=0.6, color=system_colour(j))
-        ax.bar_label(bars, [plain_text(text)], fontsize=8, padding=3)
-    ax.set_title(plain_text(panel.title), loc="left", fontsize=10)
-    ax.set_xlabel(plain_text(panel.axis_label))
+        ax.bar_label(bars, [printable(text)], fontsize=8, padding=3)
+    ax.set_title(printable(panel.title), loc="left", fontsize=10)
+    ax.set_xlabel(printable(panel.axis_label))
     ax.grid(True, axis="x", alpha=0.3)
     ax.margins(x=room)
     ax.set_xlim(left=0)
@@ -308,13 +319,21 @@ def _drawn_runs(table: TtaTable, has: Callable[[TtaRun], bool]) -> list[tuple[in
     return [(j, s, r) for j, s in enumerate(table.systems) for r in s.runs if has(r)]
 
 
+def _capped(drawn: list[tuple[int, TtaSystem, TtaRun]]) -> tuple[list[tuple[int, TtaSystem, TtaRun]], list[str]]:
+    """The first `MAX_RUN_LINES` of `drawn`, and the caption lines saying what was left out or thinned."""
+    lines = count_left_out(min(len(drawn), MAX_RUN_LINES), len(drawn), "runs (the table's last)")
+    return drawn[:MAX_RUN_LINES], lines
+
+
 def _run_legend(ax: Axes, drawn: Sequence[tuple[int, TtaSystem, TtaRun]], extra: Sequence = ()) -> None:
     """A legend beside the plot: one entry per system drawn (its colour), and the dropped runs' style if any."""
     seen: dict[int, TtaSystem] = {}
     for j, system, _ in drawn:
         seen.setdefault(j, system)
-    handles = [legend_line(color=system_colour(j), label=plain_text(shorten_middle(printable(s.label), _LABEL_CHARS)))
-               for j, s in seen.items()]
+    handles = [legend_line(color=system_colour(j), label=printable(shorten_middle(printable(s.label), _LABEL_CHARS)))
+               for j, s in list(seen.items())[:MAX_LEGEND_SYSTEMS]]
+    if len(seen) > MAX_LEGEND_SYSTEMS:
+        handles.append(legend_line(color="none", label=f"{len(seen) - MAX_LEGEND_SYSTEMS} more systems"))
     if any(not run.used for _, _, run in drawn):
         handles.append(legend_line(color="#777777", label="run dropped from the score", **DROPPED_STYLE))
     handles += extra
@@ -335,7 +354,7 @@ def accuracy_figure(table: TtaTable) -> Figure | None:
         target (when the table has one) is a dotted line labelled with its value and source.
     Returns: the Figure, or None when no run logged an evaluation.
     """
-    drawn = _drawn_runs(table, lambda r: bool(r.accuracy))
+    drawn, left_out = _capped(_drawn_runs(table, lambda r: bool(r.accuracy)))
     if not drawn:
         return None
     size, unit = time_unit(p.seconds for _, _, run in drawn for p in run.accuracy)
@@ -343,8 +362,9 @@ def accuracy_figure(table: TtaTable) -> Figure | None:
     ax = fig.add_subplot()
     for j, _, run in drawn:
         style = USED_STYLE if run.used else DROPPED_STYLE
-        ax.plot([p.seconds / size for p in run.accuracy], [p.value for p in run.accuracy], color=system_colour(j),
-                marker="o", markersize=3, linewidth=1.4, label=plain_text(run.file), **style)
+        points = _thinned(run.accuracy)
+        ax.plot([p.seconds / size for p in points], [p.value for p in points], color=system_colour(j),
+                marker="o", markersize=3, linewidth=1.4, label=printable(run.file), **style)
     extra = []
     if table.target is not None:
         from matplotlib.transforms import blended_transform_factory  # loaded with the first figure, as canvas does
@@ -352,19 +372,27 @@ def accuracy_figure(table: TtaTable) -> Figure | None:
         ax.axhline(table.target, color=TARGET_COLOUR, linestyle=":", linewidth=1.3, label="target", zorder=1)
         where = blended_transform_factory(ax.transAxes, ax.transData)
         label = shorten_middle(target_text(table), _TARGET_SOURCE_CHARS)
-        ax.text(0.01, table.target, plain_text(label), transform=where, va="bottom", ha="left", fontsize=8,
+        ax.text(0.01, table.target, printable(label), transform=where, va="bottom", ha="left", fontsize=8,
                 color=TARGET_COLOUR)
         extra.append(legend_line(color=TARGET_COLOUR, linestyle=":", label="target"))
     ax.set_xlabel(f"time since the run started ({unit})")
-    ax.set_ylabel(plain_text(_metric_label(table)))
+    ax.set_ylabel(printable(_metric_label(table)))
     ax.set_xlim(left=0)
-    ax.set_title(plain_text(table_title(table, "Accuracy against wall time")), loc="left")
+    ax.set_title(printable(table_title(table, "Accuracy against wall time")), loc="left")
     ax.grid(True, alpha=0.3)
     _run_legend(ax, drawn, extra)
     captions = [target_text(table)] if table.target is not None else ["no target: the table names none"]
     captions.append(f"{len(drawn)} runs with evaluations: one line each, a system's runs in its colour")
-    add_caption(fig, [plain_text(line) for line in captions])
+    captions += left_out + _thinned_caption(run.accuracy for _, _, run in drawn)
+    add_caption(fig, [printable(line) for line in captions])
     return fig
+
+
+def _thinned_caption(lines: Iterable[Sequence]) -> list[str]:
+    """The caption line of runs drawn thinned (`_thinned`), or []."""
+    thinned = sum(1 for points in lines if len(points) > MAX_LINE_POINTS)
+    return [f"{thinned} runs with more than {MAX_LINE_POINTS:,} points drawn thinned (every k-th point)"] \
+        if thinned else []
 
 
 def _has_rate(run: TtaRun) -> bool:
@@ -379,24 +407,26 @@ def throughput_figure(table: TtaTable) -> Figure | None:
         the caption with the run's `samples_reason`.
     Returns: the Figure, or None when no run has a block with samples per second.
     """
-    drawn = _drawn_runs(table, _has_rate)
+    drawn, left_out = _capped(_drawn_runs(table, _has_rate))
     if not drawn:
         return None
     fig = new_figure(9.5, 4.5)
     ax = fig.add_subplot()
     for j, _, run in drawn:
         style = USED_STYLE if run.used else DROPPED_STYLE
-        rates = [math.nan if b.samples_per_s is None else b.samples_per_s for b in run.throughput]
-        ax.plot([b.index for b in run.throughput], rates, color=system_colour(j), marker="o", markersize=3,
-                linewidth=1.4, label=plain_text(run.file), **style)
+        blocks = _thinned(run.throughput)
+        rates = [math.nan if b.samples_per_s is None else b.samples_per_s for b in blocks]
+        ax.plot([b.index for b in blocks], rates, color=system_colour(j), marker="o", markersize=3,
+                linewidth=1.4, label=printable(run.file), **style)
     block = "the first epoch of each logged block" if table.source == "mlperf" else "epoch"
     ax.set_xlabel(f"epoch ({block})")
     ax.set_ylabel("throughput (samples/s)")
     ax.set_ylim(bottom=0)
-    ax.set_title(plain_text(table_title(table, "Throughput per epoch")), loc="left")
+    ax.set_title(printable(table_title(table, "Throughput per epoch")), loc="left")
     ax.grid(True, alpha=0.3)
     _run_legend(ax, drawn)
     captions = [f"{system.label}, {run.file}: no samples per second — {run.samples_reason or NA}"
                 for system in table.systems for run in system.runs if run.throughput and not _has_rate(run)]
-    add_caption(fig, [plain_text(line) for line in captions])
+    captions += left_out + _thinned_caption(run.throughput for _, _, run in drawn)
+    add_caption(fig, [printable(line) for line in captions])
     return fig

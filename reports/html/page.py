@@ -4,6 +4,13 @@ A page is one self-contained file: the CSS is inline, figures are inline SVG, an
 fetched (no CDN, no font, no script, no image from elsewhere), so it opens from a disk, an e-mail or
 a CI artifact and reads the same with JavaScript off. Every text that comes from a record is
 escaped here (`esc`): kernel names hold `<` and `>`, notes and paths may hold `&` or quotes.
+
+Data cannot turn a page against its reader: besides the escaping, every page carries a
+Content-Security-Policy (`CSP`) that runs no script at all (inline, handler or `javascript:` URL)
+and fetches nothing, so a name that slipped past an escape would still do nothing. A page also
+renders in bounded time whatever the record holds: one text is cut at `MAX_TEXT_CHARS` (its full
+length said), a list at `MAX_LIST_ITEMS` and a table at `MAX_TABLE_ROWS`
+(how many more said; the JSON and CSV keep everything).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from tbd.reports.figures.saving import figure_svg
 from tbd.reports.numbers import NA, fmt_count
-from tbd.reports.printable import printable
+from tbd.reports.printable import MAX_PRINTED_CHARS, printable
 from tbd.reports.terminal import fmt_bytes
 
 if TYPE_CHECKING:
@@ -57,6 +64,20 @@ p.caption { color: #555; font-size: 12px; margin: 2px 0 8px; }
 figure { margin: 12px 0; }
 figure svg { max-width: 100%; height: auto; }
 """
+#: What a page may do: nothing but show itself. No script of any kind, no fetch, no form, no <base>; the CSS is
+#: the inline <style> (and matplotlib's inline SVG styles), images only as data: URIs. A <meta> tag rather than a
+#: header, since a page is opened from a file.
+CSP = ("default-src 'none'; script-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; "
+       "base-uri 'none'; form-action 'none'")
+#: The longest text one name, label, note or cell shows, cut as the terminal cuts ("… [300,000 characters]"); a
+#: hostile name runs to millions of characters, and the JSON keeps every one. Four times the terminal's cut of one
+#: field (`printable`'s default), so a line joining fields the renderers already cut (a title: model, framework,
+#: device) is not cut again, and a templated C++ kernel name (a few thousand characters) unfolds whole.
+MAX_TEXT_CHARS = 4 * MAX_PRINTED_CHARS
+#: Notes or list lines shown per list.
+MAX_LIST_ITEMS = 200
+#: Body rows shown per table.
+MAX_TABLE_ROWS = 500
 _SVG_START = re.compile(r"<svg\b")
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 _ID = re.compile(r'\bid="([^"]+)"')
@@ -64,8 +85,15 @@ _REFERENCE = re.compile(r'(url\(#|href="#)([^")]+)')
 
 
 def esc(value) -> str:
-    """`value` as HTML text: control characters shown as escapes (`printable`), then <, >, &, quotes escaped."""
-    return html.escape(printable("" if value is None else value), quote=True)
+    """`value` as HTML text: control characters shown as escapes and cut at `MAX_TEXT_CHARS` with its full length
+    said (`printable`), then <, >, &, quotes escaped."""
+    return html.escape(printable("" if value is None else value, MAX_TEXT_CHARS), quote=True)
+
+
+def _more(shown: int, total: int, noun: str) -> str:
+    """The line under a cut list or table: "… and 1,234 more lines not shown (the JSON and CSV output hold every
+    one)"."""
+    return f"… and {fmt_count(total - shown)} more {noun} not shown (the JSON and CSV output hold every one)"
 
 
 @dataclass(frozen=True)
@@ -115,12 +143,16 @@ def table(headers: Sequence[str | Cell], rows: Iterable[Sequence[str | Cell]], *
     def line(cells: Sequence[str | Cell], tag: str) -> str:
         return "<tr>" + "".join((c if isinstance(c, Cell) else Cell(c)).html(tag) for c in cells) + "</tr>"
 
+    rows = list(rows)
     # A wrapper scrolls a table wider than the page instead of pushing the page wider.
     parts = ['<div class="wide">', f'<table class="{esc(cls)}">' if cls else "<table>",
-             "<thead>" + line(headers, "th") + "</thead>", "<tbody>", *(line(r, "td") for r in rows), "</tbody>"]
+             "<thead>" + line(headers, "th") + "</thead>", "<tbody>",
+             *(line(r, "td") for r in rows[:MAX_TABLE_ROWS]), "</tbody>"]
     if footer:
         parts.append("<tfoot>" + line(footer, "td") + "</tfoot>")
     parts.append("</table></div>")
+    if len(rows) > MAX_TABLE_ROWS:
+        parts.append(f'<p class="caption more">{esc(_more(MAX_TABLE_ROWS, len(rows), "rows"))}</p>')
     if caption:
         parts.append(f'<p class="caption">{esc(caption)}</p>')
     return "\n".join(parts)
@@ -143,10 +175,13 @@ def banner(text: str, warn: bool = False) -> str:
 
 
 def notes_list(notes: Sequence[str]) -> str:
-    """The record's notes as a list, or nothing when there are none."""
+    """The record's notes as a list (the first `MAX_LIST_ITEMS`, then how many more), or nothing when there are
+    none."""
     if not notes:
         return ""
-    return '<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"
+    more = f'<li class="more">{esc(_more(MAX_LIST_ITEMS, len(notes), "lines"))}</li>' \
+        if len(notes) > MAX_LIST_ITEMS else ""
+    return '<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in notes[:MAX_LIST_ITEMS]) + more + "</ul>"
 
 
 def inline_svg(figure: Figure, stem: str) -> str:
@@ -172,14 +207,19 @@ def figures_section(figures: Mapping[str, Figure], gaps: Mapping[str, str] | Non
     """
     missing = [f'<p class="na" id="no-figure-{esc(stem)}">{esc(stem.replace("_", " "))}: no figure — {esc(why)}</p>'
                for stem, why in (gaps or {}).items()]
-    return section("Figures", *(f'<figure id="figure-{esc(stem)}">{inline_svg(fig, stem)}</figure>'
-                                for stem, fig in figures.items()), *missing, anchor="figures")
+    # A figure set (reports/figures/figure_set.py) says which figure is a placeholder or was laid out with
+    # fixed margins, and why: the page says it under that figure, as the terminal says it in a note.
+    notes = getattr(figures, "notes", {})
+    return section("Figures", *(f'<figure id="figure-{esc(stem)}">{inline_svg(fig, stem)}'
+                                + (f'<figcaption class="na">{esc(notes[stem])}</figcaption>' if stem in notes else "")
+                                + "</figure>" for stem, fig in figures.items()), *missing, anchor="figures")
 
 
 def page(title: str, body: Sequence[str]) -> str:
-    """A whole HTML document: charset, title, inline CSS, and `body` (HTML parts) inside `<main>`."""
+    """A whole HTML document: charset, the CSP, title, inline CSS, and `body` (HTML parts) inside `<main>`."""
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{html.escape(CSP, quote=True)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>", "<main>",
         *(b for b in body if b), "</main>", "</body>", "</html>", ""])

@@ -14,7 +14,20 @@ from collections.abc import Callable
 from tbd.core.tta_result import TtaResult, TtaRun, TtaSystem, TtaTable
 from tbd.reports.comparison_text import fmt_ratio
 from tbd.reports.figures.tta_figures import SOURCE_NAMES, is_inference, table_slugs, tta_table_figures
-from tbd.reports.html.page import Cell, banner, esc, facts, inline_svg, na_cell, notes_list, num, page, section, table
+from tbd.reports.html.page import (
+    MAX_LIST_ITEMS,
+    Cell,
+    banner,
+    esc,
+    facts,
+    inline_svg,
+    na_cell,
+    notes_list,
+    num,
+    page,
+    section,
+    table,
+)
 from tbd.reports.numbers import NA, fmt_count, fmt_duration, fmt_sig
 from tbd.reports.printable import printable
 
@@ -73,9 +86,14 @@ def _table_section(tbl: TtaTable, slug: str) -> str:
     if tbl.systems:
         pairs.append(("Ratios are to", tbl.systems[0].label))
     figures = tta_table_figures(tbl, slug)
-    parts = [facts(pairs), _systems(tbl), notes_list(_system_notes(tbl)), *(_runs(tbl, s) for s in tbl.systems),
-             notes_list(tbl.notes),
-             *(f'<figure id="figure-{esc(stem)}">{inline_svg(fig, stem)}</figure>' for stem, fig in figures.items())]
+    shown = tbl.systems[:MAX_LIST_ITEMS]  # a folder of thousands of systems: the runs of the first only
+    more = len(tbl.systems) - len(shown)
+    cut = f"\u2026 and the runs of {fmt_count(more)} more systems not shown (the JSON and CSV output hold every one)"
+    parts = [facts(pairs), _systems(tbl), notes_list(_system_notes(tbl)), *(_runs(tbl, s) for s in shown),
+             f'<p class="caption more">{esc(cut)}</p>' if more > 0 else "", notes_list(tbl.notes),
+             *(f'<figure id="figure-{esc(stem)}">{inline_svg(fig, stem)}'
+               + (f'<figcaption class="na">{esc(figures.notes[stem])}</figcaption>' if stem in figures.notes else "")
+               + "</figure>" for stem, fig in figures.items())]
     return section(heading, *parts, anchor=f"table-{slug}")
 
 

@@ -6,12 +6,11 @@ the launch configuration and the first launching op in their own columns, number
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import asdict
 from typing import Any
 
 from tbd.core.profile_result import KernelRow, Profile
+from tbd.reports.csv_cells import csv_text
 
 #: CSV columns: the KernelRow scalars, then the flattened nested fields.
 _SCALARS = ("name", "calls", "time_s", "mean_s", "time_share_pct", "flops", "flop_source", "flops_per_s", "precision",
@@ -44,19 +43,20 @@ def _dim3(value) -> str:
 
 
 def kernels_csv(rows: list[KernelRow]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(_SCALARS + _FLAT)
-    for r in rows:
-        launch = r.launch or {}
-        op = r.ops[0] if r.ops else {}
-        measured = r.measured or {}
-        writer.writerow([_cell(getattr(r, k)) for k in _SCALARS] + [
-            _dim3(launch.get("grid")), _dim3(launch.get("block")), _cell(launch.get("registers_per_thread")),
-            _cell(launch.get("shared_memory_bytes")), _cell(launch.get("occupancy_pct")), op.get("name", ""),
-            op.get("shapes", ""), (r.ncu or {}).get("command", ""), _cell(measured.get("flops")),
-            _cell(measured.get("dram_bytes"))])
-    return out.getvalue()
+    """One CSV row per kernel group (`_SCALARS`, then the flattened launch, first op, ncu and measured counters);
+    numbers unformatted, text cells that a spreadsheet would run as formulas quoted (`csv_cells`)."""
+    return csv_text(_SCALARS + _FLAT, (_row(r) for r in rows))
+
+
+def _row(r: KernelRow) -> list[str]:
+    launch = r.launch or {}
+    op = r.ops[0] if r.ops else {}
+    measured = r.measured or {}
+    return [_cell(getattr(r, k)) for k in _SCALARS] + [
+        _dim3(launch.get("grid")), _dim3(launch.get("block")), _cell(launch.get("registers_per_thread")),
+        _cell(launch.get("shared_memory_bytes")), _cell(launch.get("occupancy_pct")), op.get("name", ""),
+        op.get("shapes", ""), (r.ncu or {}).get("command", ""), _cell(measured.get("flops")),
+        _cell(measured.get("dram_bytes"))]
 
 
 def _cell(value) -> str:

@@ -327,6 +327,11 @@ def _hump(before: str, after: str) -> bool:
 
 # --- parsing: brackets into a tree -----------------------------------------------------------------
 
+#: Brackets nested deeper than this stay text: the forms are built recursively, and no real kernel name nests past
+#: a few dozen (a hostile trace's name of 10,000 "<" would exhaust Python's recursion limit).
+_MAX_DEPTH = 64
+
+
 def _parse(text: str) -> _Seq:
     """`text` as a tree of brackets. `<` opens a template only right after a name; a `<` still open
     when an enclosing bracket closes was a comparison (`(8)<(0)`) and stays text."""
@@ -350,8 +355,9 @@ def _parse(text: str) -> _Seq:
             continue
         ch = text[i]
         top = stack[-1][0]
-        if ch in "({[" or (ch == "<" and i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_)" + ELLIPSIS)
-                               and text[i + 1:i + 2] not in ("<", "=")):
+        if len(stack) <= _MAX_DEPTH and (
+                ch in "({[" or (ch == "<" and i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_)" + ELLIPSIS)
+                                and text[i + 1:i + 2] not in ("<", "="))):
             flush()
             stack.append((ch, []))
         elif top and ch == _CLOSE[top]:

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from tbd.cli.commands import arguments
 from tbd.cli.orchestrate import prepare_run_dir
 from tbd.cli.run_analysis import profile_from_run_dir
 from tbd.core import rundir
@@ -54,8 +55,8 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
         iterations, trace_iterations: timing- and trace-window lengths, in iterations.
         max_seconds: bound on warm-up plus timing, in seconds.
         out: run directory to write (profile.json, iterations.json, trace.pt.trace.json.gz); None keeps
-            nothing on disk. A folder that is not empty is refused unless `force` and it holds a
-            previous tbd run, which is then replaced.
+            nothing on disk. A folder that is not empty is refused unless `force` and all it holds
+            is what a previous tbd run wrote there (its marker lists it), which is then removed.
         progress: show progress bars on stderr.
         force: replace a previous run in `out`.
     Returns:
@@ -63,7 +64,8 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
         re-raised after the partial profile is written) or the step raised (the exception is
         re-raised after the partial profile is written).
     Raises:
-        UsageError: an argument out of range (checked before anything runs), or `out` taken.
+        UsageError: an argument out of range (checked before anything runs), or `out` taken: not
+            empty (without `force`), holding files tbd did not write, or in use by another run (named).
     """
     _check_arguments(step, samples_per_step, warmup, iterations, trace_iterations, max_seconds)
     # PyTorch and its hook are imported on the first call, not with `import tbd`: reading profiles
@@ -72,9 +74,10 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
 
     spec = RunSpec(model=name, framework="pytorch", batch=samples_per_step, device=device, warmup=warmup,
                    iterations=iterations, trace_iterations=trace_iterations, max_seconds=max_seconds)
+    claim = None
     if out is not None:
         run_dir = Path(out)
-        prepare_run_dir(run_dir, force)
+        claim = prepare_run_dir(run_dir, force)  # locked until the profile is written; a second caller is refused
     else:
         run_dir = Path(tempfile.mkdtemp(prefix="tbd-api-"))
     try:
@@ -102,6 +105,8 @@ def profile_step(step: Callable[[], Any], *, samples_per_step: int, model: Any =
             rundir.atomic_write_json(run_dir / rundir.PROFILE, profile.to_dict())
         return profile
     finally:
+        if claim is not None:
+            claim.release()  # lists the run's files in its marker, so a later force=True may replace them
         if out is None:
             shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -121,16 +126,22 @@ def _check_arguments(step, samples_per_step, warmup, iterations, trace_iteration
     """Every argument in range, before anything runs (UsageError names the first that is not)."""
     if not callable(step):
         raise UsageError(f"step must be callable, got {type(step).__name__}")
-    checks = [("samples_per_step", samples_per_step, False, 0), ("max_seconds", max_seconds, False, 0),
-              ("iterations", iterations, True, 1), ("trace_iterations", trace_iterations, True, 0)]
+    # The same ranges as the command line's options (commands/arguments.py), so a value no run can
+    # use (max_seconds=1e308, iterations=2**64) is refused here, not by an OverflowError in the loop.
+    checks = [("samples_per_step", samples_per_step, False, 0, arguments.BATCH),
+              ("max_seconds", max_seconds, False, 0, arguments.SECONDS[1]),
+              ("iterations", iterations, True, 1, arguments.ITERATIONS),
+              ("trace_iterations", trace_iterations, True, 0, arguments.TRACE_ITERATIONS)]
     if warmup is not None:
-        checks.append(("warmup", warmup, True, 0))
-    for name, value, integer, low in checks:
+        checks.append(("warmup", warmup, True, 0, arguments.ITERATIONS))
+    for name, value, integer, low, high in checks:
         kind = int if integer else (int, float)
         if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
             raise UsageError(f"{name} must be a finite {'integer' if integer else 'number'}, got {value!r}")
         if (integer and value < low) or (not integer and value <= low):
             raise UsageError(f"{name} must be {'at least' if integer else 'above'} {low}, got {value!r}")
+        if value > high:
+            raise UsageError(f"{name} must be at most {high:g}, got {value!r}")
 
 
 def _progress(enabled: bool):

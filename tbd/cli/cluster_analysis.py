@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from tbd.analysis.cluster import CommTimes, RankInput, ScalingInput, cluster_summary, summed_throughput
-from tbd.core import rundir
+from tbd.core import raw_records, rundir
 from tbd.core.errors import ResultFormatError, TbdError
 from tbd.core.profile_result import COMPLETE, PARTIAL, Profile
 from tbd.core.records import RunSpec
@@ -53,7 +53,8 @@ def _scaling_inputs(run_dir: Path, load: Callable[[Path], Profile]) -> list[Scal
         n = int(sub.name[1:])
         failed = rundir.read_optional(sub, SCALING_FAILED, "scaling point failure")
         if failed is not None or not (sub / rundir.PROFILE).exists():
-            why = (failed or {}).get("message") or "its run left no profile.json"
+            message = failed.get("message") if isinstance(failed, dict) else None
+            why = message[:2000] if isinstance(message, str) and message else "its run left no profile.json"
             points.append(ScalingInput(n, None, "", str(sub), f"the {n}-process run failed: {why}"))
             continue
         t = load(sub / rundir.PROFILE).metrics.throughput
@@ -77,13 +78,13 @@ def cluster_profile(run_dir: Path, *, read_rank: Callable[..., Profile],
     Raises:
         ResultFormatError: no rank's records could be analysed.
     """
-    spec = RunSpec.from_dict(rundir.read_json(run_dir / rundir.SPEC, "run spec"))
+    spec = RunSpec.from_dict(raw_records.read_record(run_dir, rundir.SPEC, required=True))
     notes = list(extra_notes or [])
     inputs: list[RankInput] = []
     for r in rank_numbers(run_dir):
         folder = rank_dir(run_dir, r)
-        state = (rundir.read_optional(folder, rundir.STATUS, f"rank {r} status") or {}).get("state")
         try:
+            state = (raw_records.read_record(folder, rundir.STATUS) or {}).get("state")
             profile = read_rank(folder, status=None if state == "complete" else PARTIAL)
         except TbdError as exc:
             notes.append(f"rank {r}: no profile ({exc.one_line()})")

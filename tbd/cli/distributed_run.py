@@ -116,17 +116,17 @@ def profile_distributed(spec: RunSpec, run_dir: Path, progress: ProgressSink, *,
     plain run), so the cluster summary gives each count's scaling efficiency. One machine only.
     """
     check_spec(spec)
-    prepare_run_dir(run_dir, force)
-    if scaling:
-        _scaling_points(spec, run_dir, progress)
-    rundir.atomic_write_json(run_dir / rundir.SPEC, spec.to_dict())
-    endpoint = spec.rdzv_endpoint or f"127.0.0.1:{free_port()}"
-    watch = _RankWatch(progress, {})
-    signals = ForwardedSignals()
-    with signals.installed():
-        child = run_child(run_dir, watch, signals, command=torchrun_command(spec, run_dir, endpoint))
-        with signals.held():
-            return _conclude(spec, run_dir, child, watch.last, signals)
+    with prepare_run_dir(run_dir, force):  # locked for the whole job; its files listed however it ends
+        if scaling:
+            _scaling_points(spec, run_dir, progress)
+        rundir.atomic_write_json(run_dir / rundir.SPEC, spec.to_dict())
+        endpoint = spec.rdzv_endpoint or f"127.0.0.1:{free_port()}"
+        watch = _RankWatch(progress, {})
+        signals = ForwardedSignals()
+        with signals.installed():
+            child = run_child(run_dir, watch, signals, command=torchrun_command(spec, run_dir, endpoint))
+            with signals.held():
+                return _conclude(spec, run_dir, child, watch.last, signals)
 
 
 def _scaling_points(spec: RunSpec, run_dir: Path, progress: ProgressSink) -> None:

@@ -12,6 +12,7 @@ import traceback
 
 from tbd import __version__
 from tbd.core.errors import TbdError, UsageError
+from tbd.reports.printable import prepare_streams, printable
 
 COMMANDS = {  # name -> what it does (its module, tbd.cli.commands.NAME, is imported when it runs)
     "profile": "run a suite workload and report throughput, utilization, memory and kernels",
@@ -85,12 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     except TbdError as exc:
         if debug:
             traceback.print_exc()
-        sys.stderr.write(f"tbd: error: {exc.one_line()}\n")
+        sys.stderr.write(f"tbd: error: {printable(exc.one_line())}\n")
         return exc.exit_code
     except OSError as exc:  # a path that cannot be written or read: say which, and why
         if debug:
             traceback.print_exc()
-        sys.stderr.write(f"tbd: error: {_os_error(exc)}\n")
+        sys.stderr.write(f"tbd: error: {printable(_os_error(exc))}\n")
         return 5 if exc.errno == errno.ENOSPC else 1
     except KeyboardInterrupt:
         sys.stderr.write("tbd: interrupted\n")
@@ -105,10 +106,13 @@ def main(argv: list[str] | None = None) -> int:
 def console_main() -> None:
     """The `tbd` command (console script and `python -m tbd.cli`): main(), then exit with its code.
 
+    The streams are made safe first (`prepare_streams`): a closed stdout or stderr goes to /dev/null,
+    and text a stream's encoding cannot carry (ASCII, latin-1) is written as ASCII, never raised.
     Once the command has returned, its results are written: a Ctrl-C that arrives while the
     interpreter shuts down (a second one, pressed just as the partial profile was saved) is
     ignored, or Python would end the process by SIGINT and a 130 would become a signal death.
     """
+    prepare_streams()
     code = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(code)

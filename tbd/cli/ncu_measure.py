@@ -24,7 +24,7 @@ from pathlib import Path
 from tbd.analysis.assemble import ncu_target
 from tbd.analysis.counters import MeasuredLaunch, merged_profile
 from tbd.analysis.ncu import NcuPlan, csv_export_command, ncu_plan
-from tbd.core import rundir
+from tbd.core import raw_records, rundir
 from tbd.core.errors import TbdError, WorkloadError
 from tbd.core.profile_result import Profile
 from tbd.profilers import ncu_csv
@@ -48,9 +48,9 @@ def find_ncu() -> str | None:
 
 def _target(run_dir: Path) -> list[str] | None:
     """The command that repeats the run's windows, with this interpreter's tbd and a real --out."""
-    log = rundir.iteration_log_from_json(rundir.read_json(run_dir / rundir.ITERATIONS, "iteration log"),
+    log = rundir.iteration_log_from_json(raw_records.read_record(run_dir, rundir.ITERATIONS, required=True),
                                          str(run_dir / rundir.ITERATIONS))
-    spec = rundir.read_json(run_dir / rundir.SPEC, "run spec")
+    spec = raw_records.read_record(run_dir, rundir.SPEC, required=True)
     argv = ncu_target(spec, log)
     if argv is None:
         return None

@@ -1,10 +1,11 @@
 """The parent side of `tbd profile`: start the runner child, show progress, keep what it gathered.
 
 The child runs in its own session, so a terminal's Ctrl-C reaches only this process; the parent
-forwards it (signals.py): the first SIGINT or SIGTERM goes to the child as SIGINT, and the child
+forwards it (signals.py): the first SIGINT, SIGTERM or SIGHUP goes to the child as SIGINT, and the child
 saves what its stage gathered and exits; a second one is sent on as SIGTERM, a third as SIGKILL.
 Whatever happens, the parent then writes profile.json (complete, or partial saying where the run
-stopped) before it returns; the caller prints the report and exits 130 (SIGINT) or 143 (SIGTERM).
+stopped) before it returns; the caller prints the report and exits 130 (SIGINT), 143 (SIGTERM) or
+129 (SIGHUP: the terminal is gone, so the streams that were a terminal now go to /dev/null).
 Signals that arrive while the parent analyses are held until profile.json is written.
 
 Out of memory is reported only for a real one: the child's own verdict (MemoryError, CUDA OOM,
@@ -23,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from tbd import __version__
 from tbd.cli.frameworks import runtime
 from tbd.cli.run_analysis import profile_from_run_dir
 from tbd.cli.runner import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_OK, EXIT_OOM, EXIT_USAGE, child_command
@@ -31,6 +33,7 @@ from tbd.core import rundir
 from tbd.core.errors import DiskFullError, InterruptedRun, OutOfMemoryError, TbdError, UsageError, WorkloadError
 from tbd.core.profile_result import PARTIAL, Profile
 from tbd.core.records import RunSpec
+from tbd.core.run_ownership import DirClaim, claim_dir
 from tbd.profilers.ceilings import REUSED
 
 ProgressSink = Callable[[dict], None]
@@ -44,7 +47,7 @@ class ChildExit:
     """How the runner child ended, and which signal (if any) the user sent the parent meanwhile."""
 
     code: int
-    signal: int | None  # SIGINT or SIGTERM received by the parent, None if none
+    signal: int | None  # SIGINT, SIGTERM or SIGHUP received by the parent, None if none
     killed_by_parent: bool  # the parent escalated to SIGKILL
 
 
@@ -53,7 +56,7 @@ class RunOutcome:
     """A finished `tbd profile`: the profile written, and the exit code the command should return."""
 
     profile: Profile
-    exit_code: int  # 0, or 130/143 when interrupted (the profile is then partial)
+    exit_code: int  # 0, or 130/143/129 when interrupted (the profile is then partial)
     run_dir: Path | None = None  # where it was written (a default "-auto-" folder is renamed after the device)
 
 
@@ -66,10 +69,11 @@ def _child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": os.environ.get("PYTHONUNBUFFERED", "1")}
 
 
-def run_child(run_dir: Path, progress: ProgressSink, signals: ForwardedSignals | None = None,
+def run_child(run_dir: Path, progress: ProgressSink | None, signals: ForwardedSignals | None = None,
               command: list[str] | None = None) -> ChildExit:
     """Run the runner child on `run_dir` (or `command`: torchrun over the ranks' children), forwarding
-    its progress events and the user's signals."""
+    its progress events and the user's signals. A progress sink that fails to write (its terminal
+    hung up) is dropped; the child runs on."""
     own = signals is None
     signals = signals or ForwardedSignals()
     with open(run_dir / rundir.LOG, "ab") as log:
@@ -84,8 +88,13 @@ def run_child(run_dir: Path, progress: ProgressSink, signals: ForwardedSignals |
                         event = json.loads(line)
                     except ValueError:
                         continue  # a workload printing to stdout is not a progress event
-                    if isinstance(event, dict):
-                        progress(event)
+                    if isinstance(event, dict) and progress is not None:
+                        try:
+                            progress(event)
+                        except (OSError, ValueError):
+                            # The terminal went away (SIGHUP: EIO; a closed pipe; a closed stream):
+                            # the progress display stops, the run and its records go on.
+                            progress = None
                 code = proc.wait()
         finally:
             if proc.poll() is None:  # the parent is failing: do not leave the child behind
@@ -146,31 +155,25 @@ def largest_fitting_batch(spec: RunSpec, failed_batch: int, scratch: Path, signa
     return None
 
 
-def prepare_run_dir(run_dir: Path, force: bool) -> None:
-    """Create `run_dir` for a new run; a non-empty one is refused unless `force` and it is a tbd run.
+def prepare_run_dir(run_dir: Path, force: bool) -> DirClaim:
+    """Create `run_dir` for a new run, locked and marked as tbd's until the returned claim is released
+    (`with prepare_run_dir(...)`); a non-empty one is refused unless `force` and tbd wrote all of it.
 
     Raises:
-        UsageError: the path is a file, or a non-empty folder not asked to be replaced, or (even
-            with `force`) a folder that is not a tbd run directory: tbd never empties a folder
-            it did not write.
+        UsageError: the path holds a control character or is a file; another tbd holds the folder
+            (named); a non-empty folder not asked to be replaced; or (even with `force`) a folder
+            holding anything tbd did not write, or no ownership marker: tbd never empties a folder
+            it did not write (core/run_ownership.py).
     """
-    prepare_out_dir(run_dir, force, rundir.SPEC, "run")
+    return prepare_out_dir(run_dir, force, rundir.SPEC, "run")
 
 
-def prepare_out_dir(out: Path, force: bool, marker: str, kind: str) -> None:
-    """Create `out` for a new `kind` ("run", "sweep"); a non-empty folder is emptied only with `force`
-    and only when it holds `marker` (the file every tbd `kind` directory has), else UsageError."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a folder", hint=f"give a folder path for the {kind} directory")
-    if out.is_dir() and any(out.iterdir()):
-        if not force:
-            raise UsageError(f"output directory {out} is not empty",
-                             hint=f"choose another --out, or --force to replace a previous {kind} there")
-        if not (out / marker).is_file():
-            raise UsageError(f"output directory {out} is not empty and holds no tbd {kind} (no {marker})",
-                             hint=f"choose another --out; --force only replaces a previous tbd {kind}")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+def prepare_out_dir(out: Path, force: bool, marker: str, kind: str) -> DirClaim:
+    """Create `out` for a new `kind` ("run", "sweep", "train directory"), locked and marked as tbd's
+    until the returned claim is released; with `force`, a previous tbd `kind` there is removed, only the
+    files its marker lists (`marker`, the file every such folder holds, only names why a folder without
+    an ownership marker is refused). See run_ownership.claim_dir."""
+    return claim_dir(out, force=force, kind=kind, version=__version__, legacy=marker)
 
 
 def profile_run(spec: RunSpec, run_dir: Path, progress: ProgressSink, probe_oom: bool = True,
@@ -180,22 +183,23 @@ def profile_run(spec: RunSpec, run_dir: Path, progress: ProgressSink, probe_oom:
     Raises OutOfMemoryError (nothing left behind if nothing was gathered), WorkloadError (crash:
     log path in the message), DiskFullError, UsageError, or InterruptedRun when interrupted
     before anything was gathered. An interrupt after that returns the partial profile with exit
-    code 130 (SIGINT) or 143 (SIGTERM). `rename_after_device`: `run_dir` is a default one named
+    code 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP). `rename_after_device`: `run_dir` is a default one named
     "-auto-" when the parent could not tell the device; it is renamed after the one that ran.
     `ceilings`: a sweep's later point, what its first point lends it (profilers/ceilings.py,
     `reusable_ceilings`): the child skips the GEMM ceiling after the windows and takes its bandwidth.
     """
-    prepare_run_dir(run_dir, force)
-    rundir.atomic_write_json(run_dir / rundir.SPEC, spec.to_dict())
-    if ceilings is not None:
-        rundir.atomic_write_json(run_dir / REUSED, ceilings)
-    signals = ForwardedSignals()
-    with signals.installed():
-        child = run_child(run_dir, progress, signals)
-        with signals.held():  # a Ctrl-C now waits until profile.json is written
-            if rename_after_device:
-                run_dir = rundir.named_after_device(run_dir)
-            return replace(_conclude(spec, run_dir, child, probe_oom, signals), run_dir=run_dir)
+    with prepare_run_dir(run_dir, force) as claim:  # released (its files listed) however the run ends
+        rundir.atomic_write_json(run_dir / rundir.SPEC, spec.to_dict())
+        if ceilings is not None:
+            rundir.atomic_write_json(run_dir / REUSED, ceilings)
+        signals = ForwardedSignals()
+        with signals.installed():
+            child = run_child(run_dir, progress, signals)
+            with signals.held():  # a Ctrl-C now waits until profile.json is written
+                if rename_after_device:
+                    run_dir = rundir.named_after_device(run_dir)
+                    claim.moved(run_dir)
+                return replace(_conclude(spec, run_dir, child, probe_oom, signals), run_dir=run_dir)
 
 
 def _conclude(spec: RunSpec, run_dir: Path, child: ChildExit, probe_oom: bool,

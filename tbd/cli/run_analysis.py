@@ -29,7 +29,7 @@ from tbd.analysis.op_bytes.ops import op_bytes
 from tbd.analysis.peaks import USER, PeakFlops, PeakModel, device_bandwidth, device_peak_model
 from tbd.analysis.precision import kernel_precisions
 from tbd.cli import cluster_analysis
-from tbd.core import rundir, targets
+from tbd.core import raw_records, rundir, targets
 from tbd.core.errors import ResultFormatError, TbdError, UsageError
 from tbd.core.profile_cluster import Cluster
 from tbd.core.profile_result import COMPLETE, PARTIAL, Memory, Profile, Value
@@ -58,7 +58,7 @@ def kineto_records(trace: kineto.KinetoTrace, source: str, recorded_by_tbd: bool
 
 def _read_mxnet(path: Path, run_dir: Path) -> TraceRecords:
     # MXNet's dump has no operand shapes: the hook logged them beside it.
-    shapes = rundir.read_optional(run_dir, rundir.MXNET_SHAPES, "MXNet operand shapes")
+    shapes = raw_records.read_record(run_dir, rundir.MXNET_SHAPES)
     return mxnet_trace.trace_records(mxnet_trace.read_trace_file(path), source=str(path), shapes=shapes,
                                      flops_of=op_flops, precision_of=precision_of)
 
@@ -101,26 +101,30 @@ class _RawRun:
 
 
 def _read_run_dir(run_dir: Path) -> _RawRun:
-    it = rundir.read_optional(run_dir, rundir.ITERATIONS, "iteration log")
-    cpu = rundir.read_optional(run_dir, rundir.CPU, "CPU counters")
-    nvml = rundir.read_optional(run_dir, rundir.NVML, "NVML samples")
+    """Every raw record of `run_dir`, each read guarded and checked against its declaration
+    (tbd/core/raw_records.py); ResultFormatError naming the file and the key on the first bad one."""
+    def read(name: str) -> Any:
+        return raw_records.read_record(run_dir, name)
+
+    cpu, nvml = read(rundir.CPU), read(rundir.NVML)
     return _RawRun(
-        spec=rundir.read_json(run_dir / rundir.SPEC, "run spec"),
-        environment=rundir.read_optional(run_dir, rundir.ENVIRONMENT, "environment") or {},
-        status=rundir.read_optional(run_dir, rundir.STATUS, "runner status") or {},
-        iterations=it,
-        workload=rundir.read_optional(run_dir, rundir.WORKLOAD, "workload"),
+        spec=raw_records.read_record(run_dir, rundir.SPEC, required=True),
+        environment=read(rundir.ENVIRONMENT) or {},
+        status=read(rundir.STATUS) or {},
+        iterations=read(rundir.ITERATIONS),
+        workload=read(rundir.WORKLOAD),
         cpu=rundir.cpu_sample_from_json(cpu, str(run_dir / rundir.CPU)) if cpu else None,
         nvml=rundir.nvml_sample_from_json(nvml, str(run_dir / rundir.NVML)) if nvml else None,
-        memory=rundir.read_optional(run_dir, rundir.MEMORY, "memory records"),
-        memory_cross_check=rundir.read_optional(run_dir, rundir.MEMORY_CROSS_CHECK, "memory cross-check"),
-        gemm=rundir.read_optional(run_dir, rundir.GEMM, "GEMM ceiling"),
-        bandwidth=rundir.read_optional(run_dir, rundir.BANDWIDTH, "memory bandwidth"),
-        quality=rundir.read_optional(run_dir, rundir.QUALITY, "measurement-quality records"))
+        memory=read(rundir.MEMORY),
+        memory_cross_check=read(rundir.MEMORY_CROSS_CHECK),
+        gemm=read(rundir.GEMM),
+        bandwidth=read(rundir.BANDWIDTH),
+        quality=read(rundir.QUALITY))
 
 
 def _checked_quality(records: Any, run_dir: Path) -> dict | None:
-    """raw/quality.json if it has the shape analysis/quality.py reads, else ResultFormatError naming it."""
+    """raw/quality.json if it is a quality record of this version (its fields checked on reading), else
+    ResultFormatError naming it."""
     if records is None:
         return None
     where = run_dir / rundir.QUALITY

@@ -5,8 +5,9 @@ from a clean allocator, `nsys`/`ncu`/`torchrun` wrap a process, and an OOM or cr
 workload is reported by the parent with everything gathered so far.
 
 Protocol with the parent: RUN_DIR/spec.json in; raw records out (tbd/core/rundir.py); progress as JSON
-lines on stdout; the outcome in raw/status.json; exit code 0 complete, 130 interrupted (SIGINT or
-SIGTERM: the stage's records are saved first), 3 out of memory, 2 usage error, 5 disk full, 1 crash
+lines on stdout; the outcome in raw/status.json; exit code 0 complete, 130 interrupted (SIGINT,
+SIGTERM or SIGHUP: the stage's records are saved first; in the trace window, after the iteration under
+way, with the trace of the iterations done), 3 out of memory, 2 usage error, 5 disk full, 1 crash
 (traceback on stderr, which the parent keeps in workload.log). A parent that dies (its end of the
 progress pipe closes) stops the run the same way: what was gathered is saved, marked partial.
 """
@@ -90,11 +91,26 @@ def _log_stage(event: dict) -> None:
     sys.stderr.flush()
 
 
-def _interrupt(signum: int, frame) -> None:
-    """The first SIGINT or SIGTERM stops the run; later ones must not cut the saving short."""
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, signal.SIG_IGN)
-    raise KeyboardInterrupt
+#: SIGINT (what the parent forwards first), SIGTERM (its second step, or a supervisor) and SIGHUP
+#: (a hung-up session, when the child is sent one directly): each stops the run the same way.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupter(state: LoopState):
+    """The handler of the stop signals: the first stops the run; later ones must not cut the saving short.
+
+    Inside the trace window the first one asks the loop to stop after the iteration under way
+    (`LoopState.stop_requested`), so the tracer is stopped between iterations and its trace of the
+    iterations done is exported and kept; a second one there stops at once.
+    """
+    def handle(signum: int, frame) -> None:
+        if state.stage == "trace" and not state.stop_requested:
+            state.stop_requested = True
+            return
+        for s in _STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        raise KeyboardInterrupt
+    return handle
 
 
 def _status(run_dir: Path, state: str, stage: str, message: str = "") -> None:
@@ -140,6 +156,8 @@ def run(run_dir: Path) -> int:
     root, run_dir = run_dir, _own_rank_dir(run_dir)
     spec = RunSpec.from_dict(rundir.read_json(run_dir / rundir.SPEC, "run spec"))
     state = LoopState()
+    for s in _STOP_SIGNALS:
+        signal.signal(s, _interrupter(state))
     hook = None
     try:
         # One framework per child: tbd.profilers.<framework> drives the workload and writes raw records.
@@ -220,9 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         sys.stderr.write("usage: python -m tbd.cli.runner RUN_DIR\n")
         return EXIT_USAGE
-    # The parent forwards Ctrl-C as SIGINT and a SIGTERM as SIGINT too; both stop the run once.
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, _interrupt)
+    # The parent forwards Ctrl-C, SIGTERM and SIGHUP as SIGINT; each stops the run once (run() installs
+    # the handler with its loop state; until then a signal stops the child before anything is gathered).
+    before_run = LoopState(stage="setup")
+    for s in _STOP_SIGNALS:
+        signal.signal(s, _interrupter(before_run))
     return run(Path(argv[0]))
 
 

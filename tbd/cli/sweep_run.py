@@ -48,6 +48,7 @@ from tbd.cli.sweep_executors import DISK_FULL, INTERRUPTED, LocalRunner, PointOu
 from tbd.core import rundir
 from tbd.core.errors import OutOfMemoryError, ResultFormatError, WorkloadError
 from tbd.core.records import RunSpec
+from tbd.core.run_ownership import DirClaim
 from tbd.core.sweep_result import Sweep, SweepPoint
 from tbd.core.targets import SWEEP_JSON, Kind, read_result
 from tbd.reports.renderers import SweepRenderer, save
@@ -92,14 +93,17 @@ def new_sweep_dir(spec: RunSpec, root: str | os.PathLike = "runs") -> Path:
     return rundir.unique_dir(default_sweep_dir(spec, root))
 
 
-def prepare_sweep_dir(out: Path, force: bool) -> None:
-    """Create `out` for a new sweep; a non-empty one is refused unless `force` and it holds a sweep.
+def prepare_sweep_dir(out: Path, force: bool) -> DirClaim:
+    """Create `out` for a new sweep, locked and marked as tbd's until the returned claim is released
+    (`with prepare_sweep_dir(...)`, around the whole sweep); a non-empty one is refused unless `force`
+    and tbd wrote all of it (its points' run directories by their own markers).
 
     Raises:
-        UsageError: `out` is a file, or a non-empty folder not asked to be replaced, or (even with
-            `force`) a folder without sweep.json: tbd never empties a folder it did not write.
+        UsageError: a control character in the path, `out` is a file, another tbd holds it (named),
+            a non-empty folder not asked to be replaced, or (even with `force`) a folder holding
+            anything tbd did not write: tbd never empties a folder it did not write.
     """
-    prepare_out_dir(out, force, SWEEP_JSON, "sweep")
+    return prepare_out_dir(out, force, SWEEP_JSON, "sweep")
 
 
 def load_sweep(path: str | os.PathLike) -> Sweep:

@@ -19,16 +19,19 @@ slowest; two are a failed score).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import platform
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tbd.analysis.mlperf_runs import run_timeline
 from tbd.analysis.time_to_accuracy import olympic_verdicts, spread, summarize_runs, with_ratios
 from tbd.cli.api import profile_step
+from tbd.cli.signals import interrupt_handler
 from tbd.core import rundir
 from tbd.core.tta_result import TtaResult, TtaRun, TtaSystem, TtaTable
 from tbd.models.tasks.catalog import SAMPLES_PER_STEP, TRAIN_STEP, TaskSpec
@@ -66,40 +69,97 @@ class TrainOptions:
 def train(options: TrainOptions, progress: Callable[[str], None] | None = None) -> TtaResult:
     """Run the N runs into `options.out` and return their TtaResult (also saved as tta.json).
 
-    A Ctrl-C ends the current run as "aborted" (its log kept, without a success) and the result
-    holds the runs done so far; KeyboardInterrupt is raised again once the result is saved.
+    tta.json is written (atomically) after each finished run, marked partial until the last, so a
+    SIGKILL keeps the runs already finished; the run it cut short keeps its lines as
+    `.result_N.txt.partial`. A Ctrl-C, SIGTERM or SIGHUP ends the current run as "aborted" (run_stop
+    with reason "interrupted"; its log kept, a note on it) and the result holds the runs done so far;
+    KeyboardInterrupt is raised again once the result is saved.
     """
     bench = options.out / "results" / SYSTEM / options.model
     bench.mkdir(parents=True, exist_ok=True)
     (options.out / "dawnbench").mkdir(exist_ok=True)
-    runs: list[TtaRun] = []
-    latencies: list[float] = []
-    interrupted = False
+    done: dict[int, _RunDone] = {}
+    interrupted, profiled = False, Profiled(None, None, "interrupted")
     device = _device(options.device)
-    for i in range(options.runs):
-        if progress is not None:
-            progress(f"run {i + 1} of {options.runs}")
-        done = _one_run(options, device, i, bench / f"result_{i}.txt")
-        write_entry(options.out / "dawnbench" / f"{options.model}_run{i}", {
-            "author": "tbd train", "model": options.model, "hardware": _hardware(device),
-            "framework": "PyTorch", "timestamp": time.strftime("%Y-%m-%d"),
-            **({"costPerHour": options.cost_per_hour} if options.cost_per_hour is not None else {})},
-            done.rows, options.spec.dawnbench_column)
-        runs.append(_run(done.path, run_timeline(read_log(done.path)), done.joules, done.energy_reason))
-        if done.latency_s is not None:
-            latencies.append(done.latency_s)
-        interrupted = done.interrupted
-        if interrupted:
-            break
-    if progress is not None and options.profile and not interrupted:
-        progress("profiling one training step (stable phase)")
-    profiled = _profiled(options, device) if options.profile and not interrupted else \
-        Profiled(None, None, "interrupted" if interrupted else "not asked (--no-profile)")
-    result = _result(options, _hardware(device), runs, latencies, interrupted, profiled)
-    rundir.atomic_write_json(options.out / "tta.json", result.to_dict())
+    with _stops_as_interrupt() as stops:
+        try:
+            for i in range(options.runs):
+                if progress is not None:
+                    progress(f"run {i + 1} of {options.runs}")
+                done[i] = run = _one_run(options, device, i, bench / f"result_{i}.txt", stops.signal_name)
+                write_entry(options.out / "dawnbench" / f"{options.model}_run{i}", {
+                    "author": "tbd train", "model": options.model, "hardware": _hardware(device),
+                    "framework": "PyTorch", "timestamp": time.strftime("%Y-%m-%d"),
+                    **({"costPerHour": options.cost_per_hour} if options.cost_per_hour is not None else {})},
+                    run.rows, options.spec.dawnbench_column)
+                if run.interrupted:
+                    raise KeyboardInterrupt
+                if i + 1 < options.runs:  # the runs so far, for a SIGKILL to leave behind
+                    _save(options, device, done, Profiled(None, None, "not yet measured: runs still going"),
+                          f"partial: {i + 1} of {options.runs} runs finished (tbd train was still running, or killed)")
+            if progress is not None and options.profile:
+                progress("profiling one training step (stable phase)")
+            profiled = _profiled(options, device) if options.profile else \
+                Profiled(None, None, "not asked (--no-profile)")
+        except KeyboardInterrupt:
+            interrupted = True
+        stops.disarm()  # a second signal while the result is saved is recorded, not raised
+        result = _save(options, device, done, profiled,
+                       f"interrupted ({stops.signal_name()}): the runs done so far" if interrupted else None)
     if interrupted:
-        raise KeyboardInterrupt
+        raise TrainInterrupted(stops.received or signal.SIGINT)
     return result
+
+
+class TrainInterrupted(KeyboardInterrupt):
+    """`train` stopped by a signal once the runs so far were saved; `signum` the first one (SIGINT for Ctrl-C)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = int(signum)
+
+
+def _save(options: TrainOptions, device: torch.device, done: dict[int, _RunDone], profiled: Profiled,
+          partial: str | None) -> TtaResult:
+    """The TtaResult of the runs in `done` (read back from their logs), written atomically to tta.json."""
+    runs, latencies = [], []
+    for i, run in sorted(done.items()):
+        entry = _run(run.path, run_timeline(read_log(run.path)), run.joules, run.energy_reason)
+        if run.interrupted and entry.status != "success":
+            entry = dataclasses.replace(entry, notes=[*entry.notes, "interrupted: this run was cut short"])
+        runs.append(entry)
+        if run.latency_s is not None:
+            latencies.append(run.latency_s)
+    result = _result(options, _hardware(device), runs, latencies, partial, profiled)
+    rundir.atomic_write_json(options.out / "tta.json", result.to_dict())
+    return result
+
+
+class _Stops:
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt once (the first), then are only recorded."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.armed = True
+
+    def handle(self, signum: int, frame) -> None:
+        self.received = self.received or signum
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def signal_name(self) -> str:
+        return {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}.get(self.received, "Ctrl-C")
+
+
+@contextlib.contextmanager
+def _stops_as_interrupt() -> Iterator[_Stops]:
+    stops = _Stops()
+    with interrupt_handler(stops.handle):
+        yield stops
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +212,8 @@ def _hardware(device: torch.device) -> str:
     return platform.processor() or platform.machine()
 
 
-def _one_run(options: TrainOptions, device: torch.device, index: int, path: Path) -> _RunDone:
+def _one_run(options: TrainOptions, device: torch.device, index: int, path: Path,
+             why: Callable[[], str]) -> _RunDone:
     log = RunLog(path)
     meter = meter_for(-1 if device.type == "cpu" else int(device.index))
     joules = None
@@ -194,12 +255,15 @@ def _one_run(options: TrainOptions, device: torch.device, index: int, path: Path
         joules = meter.stop()
         log.end("run_stop", status=status)
     except KeyboardInterrupt:
-        log.end("run_stop", status="aborted")
+        log.end("run_stop", status="aborted", reason=f"interrupted ({why()})")
         interrupted = True
     finally:
         log.close()
     if status == "success":
-        latency = task.latency_per_item_s()  # after run_stop: DAWNBench times inference apart
+        try:
+            latency = task.latency_per_item_s()  # after run_stop: DAWNBench times inference apart
+        except KeyboardInterrupt:
+            interrupted = True  # the run itself is complete; only its inference latency is lost
     why = meter.scope if joules is not None else meter.reason or "interrupted before run_stop"
     return _RunDone(path, rows, latency, joules, why, interrupted)
 
@@ -217,7 +281,7 @@ def _run(path: Path, timeline, joules: float | None, energy_reason: str | None) 
 
 
 def _result(options: TrainOptions, hardware: str, runs: list[TtaRun], latencies: list[float],
-            interrupted: bool, profiled: Profiled) -> TtaResult:
+            partial: str | None, profiled: Profiled) -> TtaResult:
     from mlperf_logging.result_summarizer import result_summarizer as rs
 
     run_min = {Path(r.file).name: r.score for r in runs if r.score is not None}
@@ -246,8 +310,8 @@ def _result(options: TrainOptions, hardware: str, runs: list[TtaRun], latencies:
     if score is None and times.mean is not None:
         notes.append(f"mean of the {len(converged)} converged run{'s' * (len(converged) != 1)}: "
                      f"{times.mean / 60:.4g} min (not an MLPerf score: {reason})")
-    if interrupted:
-        notes.append("interrupted: the runs done so far")
+    if partial:
+        notes.append(partial)
     energies = [r.energy_j for r in counted]
     energy = spread(energies).mean if counted and None not in energies else None
     energy_reason = next((r.energy_reason for r in counted if (r.energy_j is None) == (energy is None)),

@@ -32,6 +32,9 @@ TRAIN_RESULT = "tta.json"
 #: A folder walk visits at most this many entries, this many folders deep.
 MAX_WALK_ENTRIES = 200_000
 MAX_WALK_DEPTH = 10
+#: At most this many files are opened to tell what they are (each costs up to a megabyte's head): a whole
+#: training_results_v4.0 tree holds a few thousand; past it the rest are counted, not read.
+MAX_CANDIDATE_FILES = 10_000
 #: A submission tree names its round: github.com/mlcommons/training_results_v4.0.
 _ROUND = re.compile(r"^training_results_v(\d+)\.(\d+)$")
 
@@ -112,7 +115,7 @@ def _collect(path: Path, groups: dict[Path, _Group], entries: list[Path], traine
         trained.append(path / TRAIN_RESULT)  # a `tbd train` directory: its own result, not its logs again
         return
     before = (len(groups), len(entries))
-    visited, pending = 0, [(path, 0)]
+    visited, candidates, pending = 0, 0, [(path, 0)]
     while pending:
         here, depth = pending.pop()
         try:
@@ -131,8 +134,13 @@ def _collect(path: Path, groups: dict[Path, _Group], entries: list[Path], traine
                 if depth < MAX_WALK_DEPTH and child.name != "power":
                     folders.append((Path(child.path), depth + 1))
             elif _is_file(child) and _candidate(child.name):
-                _classify(Path(child.path), groups, entries)
+                candidates += 1
+                if candidates <= MAX_CANDIDATE_FILES:
+                    _classify(Path(child.path), groups, entries)
         pending += reversed(folders)
+    if candidates > MAX_CANDIDATE_FILES:
+        problems.append(TtaProblem(str(path), f"{candidates:,} result logs, JSON or TSV files: the first "
+                                              f"{MAX_CANDIDATE_FILES:,} read, {candidates - MAX_CANDIDATE_FILES:,} not"))
     if (len(groups), len(entries)) == before:
         problems.append(TtaProblem(str(path), "holds no MLPerf result log (result_*.txt with :::MLLOG lines) "
                                               "and no DAWNBench entry (JSON + TSV)"))

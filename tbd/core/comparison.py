@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from tbd.core import field_checks as c
 from tbd.core.errors import ResultFormatError
-from tbd.core.field_checks import VERSION_TAG, Amount, Count, Delta
+from tbd.core.field_checks import VERSION_TAG, Amount, Count, Delta, Name, Notes, Range
 
 COMPARISON_SCHEMA = "tbd.compare/1"
 
@@ -26,9 +26,9 @@ class ComparedRun:
     label: str  # "A", "B", ... in the order given
     source: str  # the run directory, profile.json or trace given on the command line
     status: str  # the profile's status: "complete" or "partial"
-    model: str | None
+    model: Name | None
     framework: str | None
-    batch: Count | None
+    batch: Annotated[int, Range(0, 1 << 24)] | None  # samples in one step, as its profile says
     device: str | None  # "cpu", "cuda", "cuda:1"
     device_name: str | None  # GPU name, else CPU model
     peak_fp32_flops: Amount | None  # the FP32 denominator of the run's FLOP utilization
@@ -119,7 +119,7 @@ class Comparison:
     ops: list[OpComparison]  # largest absolute delta first
     gaps: list[Gap]  # one per run after the first
     differences: list[str]  # what differs besides the device: "model: resnet50 / seq2seq", "batch: 32 / 64"
-    notes: list[str] = field(default_factory=list)
+    notes: Notes = field(default_factory=list)
     schema: Annotated[str, VERSION_TAG] = COMPARISON_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

@@ -8,17 +8,25 @@ booleans, percentages lie in [0, 100], sizes, counts, times and FLOP figures are
 The result records are frozen dataclasses and each field's annotation is its rule: `loader(cls)`
 reads them once and gives the function that checks a JSON object and builds the record.
 
-- `str`, `bool`; `str | int` (a label: "cpu" or 0).
+- `str`, `bool`; `str | int` (a label: "cpu" or 0). A string holds at most MAX_TEXT characters (a
+  renderer given a 300k-character name spends minutes on it), fewer where `Size(n)` says so.
 - A number carries its range: `Annotated[float, Range(low, high)]`, `Annotated[int, Range(low)]`, or
   an alias below (`Pct`, `Amount`, `Delta`, `Count`, `PositiveInt`). A number without a Range is
   refused when the loader first compiles (tests/unit/test_schema_declaration.py loads every
-  result schema), so a new field cannot go unchecked.
+  result schema), so a new field cannot go unchecked. No number is left unbounded: an integer
+  without an upper bound stops at MAX_INT (2**53, where floats stop counting integers exactly; a
+  10**400 read back raised OverflowError in every renderer that formats it); a float is any finite
+  one (MAX_MAGNITUDE: the analysis may write a FLOP count of 1e45 from a trace's impossible shapes,
+  and what tbd writes it reads back; every renderer was run at 1.7e308 without an infinity shown).
 - `X | None`: null allowed; a missing key reads as null.
 - A field with a default and no None (a key added in a later version): a missing or null key reads
   as the default, unless `Annotated[X, REQUIRED]`. Any other field must be present and not null.
-- `list[X]`, `dict[str, X]`: each item, each value checked. `dict[str, Any]`: any object, its
-  contents unchecked; `Annotated[dict[str, Any], Keys(T)]` also checks the keys the TypedDict T
-  declares, where present (the keys of a free-form object that renderers print).
+- `list[X]`, `dict[str, X]`: each item, each value checked; at most MAX_ITEMS of them, fewer where
+  `Size(n)` says so. `dict[str, Any]` (and `Any`): a free-form object whose contents are checked
+  only for what no renderer survives (`free_value`: numbers finite and within MAX_MAGNITUDE,
+  integers within MAX_FREE_INT, strings and containers capped, nesting at most MAX_DEPTH);
+  `Annotated[dict[str, Any], Keys(T)]` also checks the keys the TypedDict T declares, where present
+  (the keys of a free-form object that renderers print).
 - A dataclass: a nested record. A TypedDict: a record kept as a plain dict of its declared keys.
 - `Annotated[str, VERSION_TAG]`: the document's schema, checked by its loader first, never read.
 
@@ -31,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import numbers
 import sys
 import types
 import typing
@@ -47,10 +56,18 @@ PCT_SLACK = 1e-6
 
 @dataclass(frozen=True)
 class Range:
-    """A number's rule: finite, not a bool, low <= value <= high (+ PCT_SLACK); high None: no upper bound."""
+    """A number's rule: finite, not a bool, low <= value <= high (+ PCT_SLACK); high None: no declared top
+    (an integer then stops at MAX_INT, a float at MAX_MAGNITUDE)."""
 
     low: float = 0.0
     high: float | None = None
+
+
+@dataclass(frozen=True)
+class Size:
+    """On a `str`, `list` or `dict`: at most `most` characters, items or keys."""
+
+    most: int
 
 
 @dataclass(frozen=True)
@@ -72,11 +89,28 @@ REQUIRED = Marker("required")
 #: The document's schema: its loader checks it before the fields, and the record is always the current one.
 VERSION_TAG = Marker("version tag")
 
+#: The bounds every value meets, declared or not (see the module's docstring).
+MAX_INT = 1 << 53
+MAX_FREE_INT = 1 << 64  # in a free-form object (a seed, an address): any 64-bit integer
+MAX_MAGNITUDE = sys.float_info.max
+MAX_TEXT = 16_384
+MAX_ITEMS = 1 << 20
+MAX_DEPTH = 64
+
 Pct = Annotated[float, Range(0.0, 100.0)]  # a percentage
 Amount = Annotated[float, Range(0.0)]  # seconds, bytes, FLOPs, a rate, a ratio: >= 0
 Delta = Annotated[float, Range(-math.inf)]  # a difference: any finite number
 Count = Annotated[int, Range(0)]  # an integer >= 0
 PositiveInt = Annotated[int, Range(1)]  # a batch size, a number of processes or nodes
+#: A batch: samples in one step. 2**24 is thousands of times any batch a device holds.
+Batch = Annotated[int, Range(1, 1 << 24)]
+#: Iterations of a run (an index or a count of them): 2**31 is years of the fastest step.
+IterationIndex = Annotated[int, Range(0, 1 << 31)]
+#: A name a renderer prints (model, kernel, op) and a note: capped to what a page shows in full.
+Name = Annotated[str, Size(4096)]
+Note = Annotated[str, Size(4096)]
+#: The notes of a result: a real run has tens; more only bury the ones that matter.
+Notes = Annotated[list[Note], Size(1000)]
 
 #: check(value, parent key, this key's part: a name or a list index) -> the value as the record holds it.
 Check = Callable[[Any, str, "str | int"], Any]
@@ -101,12 +135,20 @@ def _wrong_type(value: Any, parent: str, part: str | int, word: str) -> ResultFo
     return ResultFormatError(f"profile key '{_key(parent, part)}' has type {type(value).__name__}, expected {word}")
 
 
+def _show(value: Any) -> str:
+    """A number as an error message shows it: an integer too large for a float by its digits."""
+    if isinstance(value, int) and abs(value) > MAX_FREE_INT:
+        return f"an integer of {len(str(abs(value))) if abs(value).bit_length() < 20_000 else 'over 6,000'} digits"
+    return f"{value:g}"
+
+
 def _number(rule: Range, integer: bool, nullable: bool) -> Check:
     """Each check tries the common case inline (a float or int well inside its range) and leaves
     everything else (null, NaN, bounds, other types) to `slow`, which decides and words the error."""
-    low, high = rule.low, rule.high
-    lo = max(low, -_FINITE_MAX)
-    hi = _FINITE_MAX if high is None else high + PCT_SLACK
+    cap = MAX_INT if integer else MAX_MAGNITUDE
+    low = max(rule.low, -cap)
+    high = cap if rule.high is None else rule.high
+    lo, hi = low, high + PCT_SLACK
     kinds = (int,) if integer else (int, float)
     word = "an integer" if integer else "a number"
 
@@ -120,9 +162,11 @@ def _number(rule: Range, integer: bool, nullable: bool) -> Check:
         key = _key(parent, part)
         if isinstance(value, float) and not math.isfinite(value):
             raise ResultFormatError(f"profile key '{key}' is {value} (NaN or infinite), expected a finite number")
-        if value < low or (high is not None and value > high + PCT_SLACK):
-            span = f"[{low:g}, {high:g}]" if high is not None else f">= {low:g}"
-            raise ResultFormatError(f"profile key '{key}' is {value:g}, outside {span}")
+        if rule.high is None and value > hi:
+            raise ResultFormatError(f"profile key '{key}' is {_show(value)}, beyond any real value (at most {high:g})")
+        if value < low or value > hi:
+            span = f"[{low:g}, {high:g}]" if rule.high is not None else f">= {low:g}"
+            raise ResultFormatError(f"profile key '{key}' is {_show(value)}, outside {span}")
         return value
 
     if integer:
@@ -137,6 +181,58 @@ def _number(rule: Range, integer: bool, nullable: bool) -> Check:
                 return value
             return slow(value, parent, part)
     return check
+
+
+def _too_many(value: Any, parent: str, part: str | int, most: int, what: str) -> ResultFormatError:
+    return ResultFormatError(f"profile key '{_key(parent, part)}' holds {len(value):,} {what}, more than {most:,}")
+
+
+def _text(most: int, nullable: bool) -> Check:
+    def check(value: Any, parent: str, part: str | int) -> Any:
+        if value.__class__ is str:
+            if len(value) <= most:
+                return value
+            raise _too_many(value, parent, part, most, "characters")
+        if value is None:
+            if nullable:
+                return None
+            raise _null(parent, part)
+        if not isinstance(value, str):
+            raise _wrong_type(value, parent, part, "a string")
+        return check(str(value), parent, part)
+    return check
+
+
+def free_value(value: Any, where: str = "", depth: int = 0) -> Any:
+    """`value` (decoded JSON) as is, when nothing in it is what no renderer survives; else
+    ResultFormatError naming the key: a number NaN, infinite or beyond MAX_MAGNITUDE, an integer
+    beyond MAX_INT, a string over MAX_TEXT characters, a list or object over MAX_ITEMS, nesting
+    deeper than MAX_DEPTH."""
+    kind = value.__class__
+    if kind is str:
+        if len(value) > MAX_TEXT:
+            raise ResultFormatError(f"profile key '{where}' holds {len(value):,} characters, more than {MAX_TEXT:,}")
+    elif kind is int:
+        if not -MAX_FREE_INT <= value <= MAX_FREE_INT:
+            raise ResultFormatError(f"profile key '{where}' is {_show(value)}, outside "
+                                    f"[{-MAX_FREE_INT:g}, {MAX_FREE_INT:g}]")
+    elif kind is float:
+        if not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE:
+            raise ResultFormatError(f"profile key '{where}' is {value} (NaN or infinite), expected a finite number")
+    elif kind is dict or kind is list or kind is tuple:  # tuple: a record built in memory
+        if depth >= MAX_DEPTH:
+            raise ResultFormatError(f"profile key '{where}' is nested more than {MAX_DEPTH} deep")
+        if len(value) > MAX_ITEMS:
+            raise ResultFormatError(f"profile key '{where}' holds {len(value):,} items, more than {MAX_ITEMS:,}")
+        if kind is dict:
+            for k, v in value.items():
+                free_value(v, _key(where, k if k.__class__ is str else str(k)), depth + 1)
+        else:
+            for i, v in enumerate(value):
+                free_value(v, _key(where, i), depth + 1)
+    elif kind is not bool and isinstance(value, numbers.Real):  # a record built in memory: numpy's numbers
+        free_value(float(value), where, depth)
+    return value
 
 
 def _of_type(kind: type, word: str, nullable: bool) -> Check:
@@ -156,8 +252,14 @@ def _of_type(kind: type, word: str, nullable: bool) -> Check:
 def _label(nullable: bool) -> Check:
     """A string or an integer (a device: "cpu", 0)."""
     def check(value: Any, parent: str, part: str | int) -> Any:
-        if value.__class__ is str or value.__class__ is int:
+        kind = value.__class__
+        if (kind is str and len(value) <= MAX_TEXT) or (kind is int and -MAX_INT <= value <= MAX_INT):
             return value
+        if kind is str:
+            raise _too_many(value, parent, part, MAX_TEXT, "characters")
+        if kind is int:
+            raise ResultFormatError(f"profile key '{_key(parent, part)}' is {_show(value)}, beyond any real value "
+                                    f"(at most {MAX_INT:g})")
         if value is None:
             if nullable:
                 return None
@@ -169,10 +271,10 @@ def _label(nullable: bool) -> Check:
 
 
 def _anything(value: Any, parent: str, part: str | int) -> Any:
-    return value
+    return free_value(value, _key(parent, part))
 
 
-def _items(each: Check, nullable: bool) -> Check:
+def _items(each: Check, nullable: bool, most: int) -> Check:
     def check(value: Any, parent: str, part: str | int) -> Any:
         if value.__class__ is not list:
             if value is None:
@@ -181,12 +283,14 @@ def _items(each: Check, nullable: bool) -> Check:
                 raise _null(parent, part)
             if not isinstance(value, list):
                 raise _wrong_type(value, parent, part, "a list")
+        if len(value) > most:
+            raise _too_many(value, parent, part, most, "items")
         key = _key(parent, part)
         return [each(v, key, i) for i, v in enumerate(value)]
     return check
 
 
-def _mapping(values: Check, nullable: bool) -> Check:
+def _mapping(values: Check, nullable: bool, most: int) -> Check:
     def check(value: Any, parent: str, part: str | int) -> Any:
         if value.__class__ is not dict:
             if value is None:
@@ -195,6 +299,8 @@ def _mapping(values: Check, nullable: bool) -> Check:
                 raise _null(parent, part)
             if not isinstance(value, dict):
                 raise _wrong_type(value, parent, part, "an object")
+        if len(value) > most:
+            raise _too_many(value, parent, part, most, "keys")
         key = _key(parent, part)
         return {k: values(v, key, k if k.__class__ is str else str(k)) for k, v in value.items()}
     return check
@@ -210,9 +316,10 @@ def _free_object(plan: list[tuple[str, Check, int]], nullable: bool) -> Check:
                 raise _null(parent, part)
             if not isinstance(value, dict):
                 raise _wrong_type(value, parent, part, "an object")
+        key = _key(parent, part)
         if plan:
-            _read_fields(value, _key(parent, part), plan)
-        return value
+            _read_fields(value, key, plan)  # first: a declared key's error says what it expected
+        return free_value(value, key)
     return check
 
 
@@ -271,6 +378,8 @@ def peel(annotation: Any) -> tuple[Any, tuple[Any, ...], bool]:
         origin = typing.get_origin(annotation)
         if origin is Annotated:
             annotation, metadata = annotation.__origin__, metadata + annotation.__metadata__
+        elif origin is typing.Required or origin is typing.NotRequired:  # a TypedDict's key, required or not
+            annotation = typing.get_args(annotation)[0]
         elif origin is typing.Union or origin is types.UnionType:
             args = typing.get_args(annotation)
             rest = tuple(a for a in args if a is not type(None))
@@ -293,10 +402,11 @@ class _Compiler:
     def check(self, annotation: Any, where: str) -> Check:
         base, metadata, nullable = peel(annotation)
         rule = next((m for m in metadata if isinstance(m, Range)), None)
+        size = next((m.most for m in metadata if isinstance(m, Size)), None)
         if base is bool:
             return _of_type(bool, "true or false", nullable)
         if base is str:
-            return _of_type(str, "a string", nullable)
+            return _text(min(size or MAX_TEXT, MAX_TEXT), nullable)
         if base is int or base is float:
             if rule is None:
                 raise TypeError(f"{where}: a number needs its Range: Annotated[{base.__name__}, Range(low, high)]")
@@ -309,12 +419,12 @@ class _Compiler:
             return _anything
         origin, args = typing.get_origin(base), typing.get_args(base)
         if origin is list:
-            return _items(self.check(args[0], where + "[]"), nullable)
+            return _items(self.check(args[0], where + "[]"), nullable, min(size or MAX_ITEMS, MAX_ITEMS))
         if base is dict or origin is dict:
             if not args or args[1] is Any:
                 keys = next((m for m in metadata if isinstance(m, Keys)), None)
                 return _free_object(self.plan(keys.of) if keys else [], nullable)
-            return _mapping(self.check(args[1], where + "{}"), nullable)
+            return _mapping(self.check(args[1], where + "{}"), nullable, min(size or MAX_ITEMS, MAX_ITEMS))
         if dataclasses.is_dataclass(base):
             return _record(base, self.plan(base), nullable, null_is_null=False)
         if typing.is_typeddict(base):
@@ -369,7 +479,7 @@ def loader(cls: type, terse: tuple[type, ...] = ()) -> Callable[..., Any]:
 
     def load(data: Any, where: str = "") -> Any:
         if not compiled:
-            compiled.append(_Compiler(terse).check(cls, cls.__name__))
+            compiled.append(_Compiler(terse).check(cls, getattr(cls, "__name__", "record")))
         return compiled[0](data, "", where.rstrip("."))
     return load
 

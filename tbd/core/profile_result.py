@@ -20,7 +20,7 @@ from typing import Annotated, Any, TypedDict
 from tbd.core import field_checks as c
 from tbd.core.counters import MeasuredCounters
 from tbd.core.errors import ResultFormatError
-from tbd.core.field_checks import REQUIRED, VERSION_TAG, Amount, Count, Keys, Pct
+from tbd.core.field_checks import REQUIRED, VERSION_TAG, Amount, Count, IterationIndex, Keys, Name, Notes, Pct, Range
 from tbd.core.profile_cluster import Cluster
 
 SCHEMA = "tbd.profile/2"
@@ -42,19 +42,36 @@ def partial_reason(notes: list[str]) -> str | None:
 class SpecKeys(TypedDict, total=False):
     """The keys of the free-form `spec` that renderers print; the others are kept unchecked."""
 
-    model: str | None
-    framework: str | None
-    precision: str | None
-    device: str | None
+    model: Name | None
+    framework: Name | None
+    precision: Name | None
+    device: Name | None
     trace: str | None
-    batch: Count | None
+    batch: Annotated[int, Range(0, 1 << 24)] | None  # samples in one step (field_checks.Batch, 0 kept as read)
+
+
+#: One dimension of a grid or block: CUDA caps grids at 2**31 - 1 and blocks at 1024; the trace's own figure is kept.
+Dim = Annotated[int, Range(0, 1 << 32)]
+
+
+class LaunchKeys(TypedDict, total=False):
+    """The keys of a kernel group's free-form `launch` that the kernel tables and CSV print (analysis.drilldown's
+    LaunchConfig): a grid or block that is not three whole numbers would print as junk or break the CSV's dim3."""
+
+    grid: Annotated[list[Dim], c.Size(3)] | None
+    block: Annotated[list[Dim], c.Size(3)] | None
+    registers_per_thread: Count | None
+    shared_memory_bytes: Count | None
+    occupancy_pct: Amount | None
+    configs: Count | None
+    share_pct: Pct | None
 
 
 class DeviceNames(TypedDict, total=False):
     """The keys of `environment.gpu` and `environment.cpu` that renderers print."""
 
-    name: str | None
-    model: str | None
+    name: Name | None
+    model: Name | None
 
 
 class EnvironmentKeys(TypedDict, total=False):
@@ -286,7 +303,7 @@ class KernelRow:
     roofline_pct: Amount | None = None  # achieved / attainable (bandwidth share for data movement)
     bandwidth_util_pct: Amount | None = None  # bytes/s over the device's memory bandwidth
     roofline_note: str | None = None  # why bound or a share is null, or why a share is above 100 %
-    launch: dict[str, Any] | None = None  # grid, block, registers_per_thread, shared_memory_bytes, ...
+    launch: Annotated[dict[str, Any], Keys(LaunchKeys)] | None = None  # grid, block, registers_per_thread, shared_memory_bytes, ...
     ops: list[dict[str, Any]] = field(default_factory=list)  # launching ops: name, shapes, stack, share_pct
     ncu: dict[str, Any] | None = None  # command, kernel_regex, launch_skip, launch_count, nvtx_range, step
     measured: dict[str, Any] | None = None  # counters merged in: source, flops, dram_bytes, differences
@@ -327,18 +344,18 @@ class OpGroupRow:
 
 @dataclass(frozen=True)
 class Iterations:
-    warmup: Count
+    warmup: IterationIndex
     warmup_s: Amount
     warmup_detected: bool
     stable: bool | None  # None: not checked (iterations read from a trace, or --warmup given)
-    timing_window: list[Count] | None
-    trace_window: list[Count] | None
+    timing_window: list[IterationIndex] | None
+    trace_window: list[IterationIndex] | None
     times_s: list[Amount]
     source: str = "run"  # "run": timed by tbd; "trace": a trace's ProfilerStep spans
     step_numbers: list[Count] | None = None  # the N of each ProfilerStep#N (source "trace")
     # Warm-up iterations run (the timing window starts after them); `warmup` is where the stable
     # phase was found, some iterations earlier. None: a profile from before this field, or a trace.
-    warmup_run: Count | None = None
+    warmup_run: IterationIndex | None = None
 
     @property
     def warmup_run_time_s(self) -> float:
@@ -358,7 +375,7 @@ class Profile:
     metrics: Metrics
     kernels: list[KernelRow]
     low_util_kernels: list[KernelRow]  # compute-bound groups below the average FLOP utilization (Table V)
-    notes: list[str]
+    notes: Notes
     provenance: dict[str, Any] = field(default_factory=dict)
     # Memory-bound groups (data movement included) below the average bandwidth utilization.
     low_bandwidth_kernels: list[KernelRow] = field(default_factory=list)

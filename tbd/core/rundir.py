@@ -99,9 +99,10 @@ def named_after_device(run_dir: Path) -> Path:
     marker = "-auto-"
     if marker not in run_dir.name:
         return run_dir
-    spec = read_optional(run_dir, SPEC, "run spec") or {}
-    device = str(spec.get("device") or "auto").replace(":", "")
-    if device == "auto":
+    spec = read_optional(run_dir, SPEC, "run spec")
+    device = spec.get("device") if isinstance(spec, dict) else None
+    device = device.replace(":", "") if isinstance(device, str) and device.isprintable() and "/" not in device else "auto"
+    if device == "auto" or not device:
         return run_dir
     target = run_dir.with_name(run_dir.name.replace(marker, f"-{device}-", 1))
     for n in range(1, 1000):
@@ -159,15 +160,84 @@ class _suppress_oserror:
         return exc_type is not None and issubclass(exc_type, OSError)
 
 
-def read_json(path: str | os.PathLike, what: str) -> Any:
-    """Load a JSON file; ResultFormatError naming the file and `what` it should be otherwise."""
+#: The most bytes a raw record of a run directory may hold. The largest tbd writes is raw/memory.json
+#: (every allocator event of the trace window: tens of MB for a large model); the others hold KBs.
+MAX_RECORD_BYTES = {MEMORY: 1 << 30, MXNET_SHAPES: 256 << 20}
+DEFAULT_RECORD_BYTES = 64 << 20
+#: Nesting no file tbd writes comes near (raw/quality.json is the deepest, at 4).
+MAX_JSON_DEPTH = 64
+
+
+def read_guarded_json(path: str | os.PathLike, what: str, max_bytes: int, hint: str | None = None,
+                      missing: str | None = None) -> Any:
+    """The JSON a file holds, read the one guarded way every file tbd reads back goes (raw records,
+    results); ResultFormatError in one line starting with the path otherwise.
+
+    The file is opened non-blocking and checked on the opened descriptor, so a FIFO never hangs and a
+    symlink to /dev/zero (a character device) is never read: only a regular file is, of at most
+    `max_bytes`, nested at most MAX_JSON_DEPTH deep, holding no lone UTF-16 surrogate escape (which
+    no output could encode later). `missing`: the message when the file is absent (default "not found").
+    """
     try:
-        with open(path, "rb") as f:
-            return json.loads(f.read())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise ResultFormatError(f"{path}: not found ({what})") from None
+        raise ResultFormatError(f"{path}: {missing or f'not found ({what})'}", hint=hint) from None
+    except OSError as exc:
+        raise ResultFormatError(f"{path}: cannot read the {what} ({exc.strerror or exc})", hint=hint) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise ResultFormatError(f"{path}: not a regular file ({_file_kind(info.st_mode)}), so not a {what}",
+                                    hint=hint)
+        if info.st_size > max_bytes:
+            os.close(fd)
+            raise ResultFormatError(f"{path}: {info.st_size:,} bytes is far too large for a {what} "
+                                    f"(at most {max_bytes:,})", hint=hint)
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(max_bytes + 1)
+    except OSError as exc:
+        raise ResultFormatError(f"{path}: cannot read the {what} ({exc.strerror or exc})", hint=hint) from None
+    if len(raw) > max_bytes:  # grew while read
+        raise ResultFormatError(f"{path}: far too large for a {what} (at most {max_bytes:,} bytes)", hint=hint)
+    try:
+        data = json.loads(raw)
+        _check_depth(data)
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return data
+    except UnicodeEncodeError:
+        raise ResultFormatError(f"{path}: not valid JSON text (a lone UTF-16 surrogate escape)", hint=hint) from None
+    except RecursionError:
+        raise ResultFormatError(f"{path}: not a {what} (JSON nested too deeply)", hint=hint) from None
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ResultFormatError(f"{path}: not valid JSON ({what}): {exc}") from None
+        raise ResultFormatError(f"{path}: not valid JSON ({what}): {str(exc)[:200]}", hint=hint) from None
+
+
+def _file_kind(mode: int) -> str:
+    for test, word in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "not a file"
+
+
+def _check_depth(data: Any) -> None:
+    """RecursionError when `data` nests containers deeper than MAX_JSON_DEPTH (walked without recursion)."""
+    stack = [(data, 1)] if data.__class__ is dict or data.__class__ is list else []
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise RecursionError
+        items = value.values() if value.__class__ is dict else value
+        stack.extend((v, depth + 1) for v in items if v.__class__ is dict or v.__class__ is list)
+
+
+def read_json(path: str | os.PathLike, what: str) -> Any:
+    """A raw record's JSON (spec.json, iterations.json, raw/*.json), read guarded (`read_guarded_json`,
+    its cap from MAX_RECORD_BYTES); ResultFormatError naming the file and `what` it should be otherwise."""
+    path = Path(path)
+    cap = next((n for name, n in MAX_RECORD_BYTES.items() if path.as_posix().endswith(name)), DEFAULT_RECORD_BYTES)
+    return read_guarded_json(path, what, cap)
 
 
 #: The first bytes of a result file as tbd writes it (`atomic_write_json`, its schema key first).
@@ -187,35 +257,17 @@ def result_kind(path: str | os.PathLike) -> str | None:
 
 
 def read_result_json(path: Path, what: str, max_bytes: int, hint: str) -> Any:
-    """A result file's JSON (profile.json, sweep.json, a comparison), guarded; ResultFormatError in one
-    line starting with the path when it is missing, not a regular file (a FIFO, a folder), larger than
-    `max_bytes`, not JSON, nested too deeply, or holding a lone UTF-16 surrogate escape (which no
-    output could encode later)."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        raise ResultFormatError(f"{path}: no {what} here", hint=hint) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ResultFormatError(f"{path}: not a regular file", hint=hint)
-    if info.st_size > max_bytes:
-        raise ResultFormatError(f"{path}: {info.st_size:,} bytes is far too large for a {what}", hint=hint)
-    try:
-        with open(path, "rb") as f:
-            data = json.loads(f.read(max_bytes + 1))
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-        return data
-    except UnicodeEncodeError:
-        raise ResultFormatError(f"{path}: not valid JSON text (a lone UTF-16 surrogate escape)") from None
-    except OSError as exc:
-        raise ResultFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except RecursionError:
-        raise ResultFormatError(f"{path}: not a {what} (JSON nested too deeply)") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ResultFormatError(f"{path}: not valid JSON ({what}): {str(exc)[:200]}") from None
+    """A result file's JSON (profile.json, sweep.json, a comparison), read guarded (`read_guarded_json`);
+    ResultFormatError in one line starting with the path when it is missing, not a regular file (a
+    FIFO, a folder, a device), larger than `max_bytes`, not JSON, nested too deeply, or holding a lone
+    UTF-16 surrogate escape."""
+    return read_guarded_json(path, what, max_bytes, hint=hint, missing=f"no {what} here")
 
 
 def read_optional(run_dir: Path, name: str, what: str) -> Any | None:
-    path = run_dir / name
+    """`read_json` of RUN_DIR/name, None when no such file (nor a dangling link) is there: a run
+    stopped before the stage that writes it. Anything else there (a FIFO, a folder) is refused."""
+    path = Path(run_dir) / name
     return read_json(path, what) if path.exists() else None
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from tbd.core import field_checks as c
 from tbd.core.errors import ResultFormatError
-from tbd.core.field_checks import VERSION_TAG, Amount, Count, Pct, PositiveInt
+from tbd.core.field_checks import VERSION_TAG, Amount, Batch, Count, Name, Notes, Pct
 from tbd.core.profile_result import MEMORY_CATEGORIES
 
 SWEEP_SCHEMA = "tbd.sweep/1"
@@ -28,7 +28,7 @@ POINT_MEMORY_KEYS = (*MEMORY_CATEGORIES, "allocator_peak")
 class SweepPoint:
     """One batch size: the figures of its profile, or why there is none."""
 
-    batch: PositiveInt
+    batch: Batch
     status: str  # one of POINT_STATUSES (checked on loading)
     reason: str | None  # why oom/failed/partial; None when ok
     run_dir: str | None  # the point's run directory, relative to the sweep directory; None if none was made
@@ -73,19 +73,19 @@ class Forecast:
 class Sweep:
     """A batch-size sweep of one model, framework and device."""
 
-    model: str
+    model: Name
     framework: str
     device: str  # the device the points ran on ("cpu", "cuda:0"), as their profiles say
     device_name: str | None  # GPU name or CPU model
     size: str  # "full" or "test"
     mode: str  # "list" (--batch 2,4,8) or "max" (doubling, then bisection to the largest batch that fits)
     points: list[SweepPoint]  # sorted by batch
-    largest_fitting_batch: PositiveInt | None  # the largest batch whose point ran (ok or partial)
-    smallest_failing_batch: PositiveInt | None  # the smallest batch that ran out of memory, None if none did
+    largest_fitting_batch: Batch | None  # the largest batch whose point ran (ok or partial)
+    smallest_failing_batch: Batch | None  # the smallest batch that ran out of memory, None if none did
     memory_limit_bytes: Count | None = None  # the --memory-limit-gib cap each point ran under
-    notes: list[str] = field(default_factory=list)
+    notes: Notes = field(default_factory=list)
     # The points that ran (ok or partial) whose profile says its figures are unreliable (`reliable` false).
-    unreliable_batches: list[PositiveInt] = field(default_factory=list)
+    unreliable_batches: list[Batch] = field(default_factory=list)
     schema: Annotated[str, VERSION_TAG] = SWEEP_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

@@ -103,10 +103,10 @@ def test_rows_that_cannot_be_read_are_skipped_each_with_a_note():
                             (9, 0.9, {"top1Accuracy": 94.1, "lr": 0.02}), (10, 1.0, {"top1Accuracy": 96})]
     assert entry.notes == (
         "line 3 skipped: hours is 'n/a', not a number",
-        "line 4 skipped: hours is 'nan', not a finite number",
+        "line 4 skipped: hours is not a finite number",
         "line 5 skipped: hours is -0.4, negative",
-        "line 6 skipped: hours is 'inf', not a finite number",
-        "line 7: top1Accuracy is 'NaN', not a finite number; left out of that row",
+        "line 6 skipped: hours is not a finite number",
+        "line 7: top1Accuracy is not a finite number; left out of that row",
         "line 8 skipped: 5 values under 4 column names",
         "line 9 skipped: hours is empty",
         "line 11: lr is empty; left out of that row",
@@ -191,7 +191,7 @@ def test_json_fields_that_are_not_what_the_readme_says_are_ignored_with_a_note(t
         "JSON model is a list, not text; ignored",
         "JSON hardware is a bool, not text; ignored",
         "JSON version is the number 1.0; kept as the text '1.0'",
-        "JSON costPerHour is nan, not a non-negative finite number; ignored",
+        "JSON costPerHour is not a finite number; ignored",
         "JSON cost is -1.0, not a non-negative finite number; ignored",
         "JSON key 'Top1Accuracy' read as top1Accuracy",
         "JSON top1Accuracy is '94.5 %', not a number; ignored",

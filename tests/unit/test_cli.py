@@ -17,7 +17,7 @@ def run(capsys, *argv):
 @pytest.mark.parametrize("argv, needle", [
     (["profile", "alexnet"], "unknown model 'alexnet'"),
     (["profile", "resnet50", "--framework", "caffe"], "unknown framework 'caffe'"),
-    (["profile", "resnet50", "--batch", "0"], "argument --batch: must be at least 1"),
+    (["profile", "resnet50", "--batch", "0"], "argument --batch: must be at least 1 and at most 16,777,216 samples, got 0"),
 ])
 def test_bad_profile_arguments(capsys, argv, needle, tmp_path):
     code, out, err = run(capsys, *argv, "--out", str(tmp_path / "r"))

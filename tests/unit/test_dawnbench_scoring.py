@@ -214,3 +214,17 @@ def test_an_unknown_task_scores_nothing_unless_given_a_target(tmp_path):
     # a caller's own target: mAP 0.2 at epoch 1 is short of 0.3, 0.4 at epoch 2 (1.0 h) reaches it
     mine = Target("COCO", "train", "mAP", 0.3, "fraction", "a test's own")
     assert (score_entry(entry, mine).time.epoch, score_entry(entry, mine).time.hours) == (2, 1.0)
+
+
+def test_figures_past_any_measurement_are_refused_with_a_note_never_inf(tmp_path):
+    folder = tmp_path / "CIFAR10" / "train"
+    folder.mkdir(parents=True)
+    (folder / "x.json").write_text('{"author": "a", "model": "m", "hardware": "h", "costPerHour": 1e999}')
+    (folder / "x.tsv").write_text("epoch\thours\ttop1Accuracy\n1\t1e308\t95\n2\tnan\t95\n3\t2.5\t95\n")
+    entry = read_entry(folder / "x.json")
+    # 1e308 h would overflow x 3600 s; "nan" is not echoed; costPerHour 1e999 (inf to json) is no price.
+    assert [(r.epoch, r.hours) for r in entry.rows] == [(3.0, 2.5)]
+    assert "line 2 skipped: hours is 1e+308, over 1e+06" in entry.notes
+    assert "line 3 skipped: hours is not a finite number" in entry.notes
+    assert entry.cost_per_hour is None
+    assert "JSON costPerHour is larger than 1e+12, not a measured figure; ignored" in entry.notes

@@ -14,6 +14,8 @@ from test_figures import OOM_REASON, cpu_sweep, sample_comparison, sample_sweep
 from test_reports import cpu_profile, cuda_profile, partial_profile
 
 from tbd.core.profile_result import OpGroupRow, Profile
+from tbd.reports.html import run_page
+from tbd.reports.html.page import CSP, MAX_LIST_ITEMS, MAX_TABLE_ROWS, MAX_TEXT_CHARS, esc, notes_list, table
 from tbd.reports.html.run_page import comparison_html, profile_html, sweep_html
 
 #: A CUDA kernel name as Kineto writes it: template arguments in angle brackets.
@@ -174,6 +176,49 @@ def test_record_text_is_escaped_everywhere():
     assert HOSTILE in page.text
     assert not any(tag in ("script", "img") for tag, _ in page.elements)
     assert page.title == "my run"
+
+
+def test_every_page_carries_the_content_security_policy_before_any_data(pages):
+    for name, text in pages.items():
+        elements = Page(text).elements
+        # html, head, meta charset, then the policy: before the title, the first text taken from a record.
+        assert elements[3] == ("meta", {"http-equiv": "Content-Security-Policy", "content": CSP}), name
+    for directive in ("default-src 'none'", "script-src 'none'", "style-src 'unsafe-inline'", "base-uri 'none'",
+                      "form-action 'none'"):
+        assert directive in CSP.split("; ")
+
+
+def test_a_long_text_is_cut_with_its_length_said():
+    note = "<" * 300_000
+    page = Page(notes_list([note]))
+    shown = page.text
+    assert shown == "<" * MAX_TEXT_CHARS + "\u2026 [300,000 characters]"
+    assert len(esc(note)) == MAX_TEXT_CHARS * len("&lt;") + len("\u2026 [300,000 characters]")
+
+
+def test_a_long_list_and_a_long_table_say_how_many_more():
+    page = Page(notes_list([f"note {i}" for i in range(MAX_LIST_ITEMS + 101)]))
+    assert page.text.endswith(f"note {MAX_LIST_ITEMS - 1} \u2026 and 101 more lines not shown "
+                              "(the JSON and CSV output hold every one)")
+    assert f"note {MAX_LIST_ITEMS}" not in page.text.split()
+    page = Page(table(["n"], [[str(i)] for i in range(MAX_TABLE_ROWS + 100)], caption="the caption"))
+    assert page.tables[0][1:] == [[str(i)] for i in range(MAX_TABLE_ROWS)]
+    assert "\u2026 and 100 more rows not shown" in page.text and page.text.endswith("the caption")
+
+
+def test_a_huge_profile_renders_a_small_page(monkeypatch):
+    """300,000-character model name and 200,000 notes (120 MB): the page holds MAX_LIST_ITEMS notes of at most
+    MAX_TEXT_CHARS each. (Figures are left out here: their own caps are tests/unit/test_figures*.py's.)"""
+    monkeypatch.setattr(run_page, "run_figures", lambda profile: {})
+    profile = cuda_profile()
+    notes = [f"note {i} " + "x" * 600 for i in range(200_000)]
+    text = profile_html(replace(profile, spec={**profile.spec, "model": "m" * 300_000}, notes=notes))
+    page = Page(text)
+    assert len(text) < 400_000  # 200 notes of 610 characters, the rest of the page 25 kB: the caps' bound
+    # The title cut (by run_title, or by the page at MAX_TEXT_CHARS), its full length said.
+    assert page.title.startswith("tbd · " + "m" * 1000) and page.title.endswith(" characters]")
+    assert len(page.title) <= MAX_TEXT_CHARS + len("\u2026 [300,035 characters]")
+    assert "\u2026 and 199,800 more lines not shown" in page.text
 
 
 # -- the run's page ------------------------------------------------------------------------------------

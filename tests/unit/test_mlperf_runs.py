@@ -110,3 +110,21 @@ def test_run_summary_means_the_used_runs(tmp_path):
                       None, None)
     s = summarize_runs([run(True, 10.0, 100.0, 5.0), run(True, 20.0, 200.0, 15.0), run(False, 1e9, 1e9, 1e9)])
     assert (s.init_s, s.train_s, s.eval_s) == (15.0, 150.0, 10.0)
+
+
+def test_hostile_times_and_counts_give_no_negative_or_infinite_figure(tmp_path):
+    # An eval_accuracy whose time_ms is before run_start (a reordered log), a time_ms past a float's range
+    # (10**400, read by json as an int), a negative train_samples and an epoch_num of -3.
+    huge = ':::MLLOG {"namespace": "", "time_ms": 1' + "0" * 400 + ', "key": "eval_accuracy", "value": 0.9}'
+    log = _log(tmp_path, [
+        _line(0, "train_samples", -100), _line(2_000, "run_start"), _line(1_000, "eval_accuracy", 0.1, epoch_num=1),
+        huge, _line(2_000, "epoch_start", epoch_num=1), _line(6_000, "epoch_stop", epoch_num=1),
+        _line(7_000, "eval_accuracy", 0.9, epoch_num=-3), _line(8_000, "run_stop", status="success")])
+    assert log.bad_lines == 1 and log.first_bad == "time_ms is not a number"
+    t = run_timeline(log)
+    # Only the eval after run_start is drawn: (7000 - 2000) / 1000 = 5 s; the early one is said.
+    assert [(p.seconds, p.value) for p in t.accuracy] == [(5.0, 0.9)]
+    assert "1 eval_accuracy logged before run_start (by time_ms) not drawn" in t.notes
+    assert t.run_s == (8_000 - 2_000) / 1000 and t.epochs_to_converge is None  # epoch -3 is no epoch count
+    # train_samples -100 is no count: the epoch's samples are unknown, not -100 / 4 s.
+    assert [(r.seconds, r.samples, r.samples_per_s) for r in t.throughput] == [(4.0, None, None)]

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from testpaths import FIXTURES
 
+from tbd.cli.main import main
 from tbd.cli.run_analysis import load_profile, profile_from_trace
 from tbd.core.errors import ResultFormatError
 from tbd.core.profile_result import Profile
+from tbd.core.sweep_result import Sweep, SweepPoint
 from tbd.reports.kernels.tables import render_kernel_report
 from tbd.reports.terminal import render_profile
 
@@ -109,3 +111,55 @@ def test_a_directory_named_profile_json_is_refused(tmp_path):
 def test_nesting_too_deep_for_json_is_refused(tmp_path):
     with pytest.raises(ResultFormatError, match="nested too deeply"):
         load_profile(_write(tmp_path, "[" * 100_000 + "]" * 100_000))
+
+
+# Issue 29: values the declaration let through before, each of which broke a renderer or an export.
+@pytest.mark.parametrize("path, value, message", [
+    # OverflowError at the CSV's number cell (int too large to convert to float)
+    ("metrics.memory_bytes.weights", 10**400, "'metrics.memory_bytes.weights' is an integer of 401 digits, "
+                                              "beyond any real value (at most 9.0072e+15)"),
+    # OverflowError shading the warm-up in the run figure
+    ("iterations.warmup", 10**400, "'iterations.warmup' is an integer of 401 digits, outside [0, 2.14748e+09]"),
+    ("iterations.warmup", 2**40, "'iterations.warmup' is 1.09951e+12, outside [0, 2.14748e+09]"),
+    # a NaN launch grid read back and written out by `tbd kernels --json`
+    ("kernels.0.launch.grid.0", float("nan"), "'kernels[0].launch.grid[0]' has type float, expected an integer"),
+    ("kernels.0.launch.block", 1.5, "'kernels[0].launch.block' has type float, expected a list"),
+    ("kernels.0.launch.registers_per_thread", 10**400, "'kernels[0].launch.registers_per_thread' is an integer"),
+    ("kernels.0.name", "k" * 20_000, "'kernels[0].name' holds 20,000 characters, more than 16,384"),
+    ("spec.model", "m" * 300_000, "'spec.model' holds 300,000 characters, more than 4,096"),
+    ("spec.batch", float("nan"), "'spec.batch' has type float, expected an integer"),
+    ("notes", ["n"] * 5000, "'notes' holds 5,000 items, more than 1,000"),
+    ("metrics.flop_util_pct.flops", 10**400, "'metrics.flop_util_pct.flops' is an integer of 401 digits, beyond"),
+    ("provenance", {"x": [[[float("inf")]]]}, "'provenance.x[0][0][0]' is inf (NaN or infinite)"),
+])
+def test_a_value_no_renderer_survives_is_refused(good, tmp_path, path, value, message):
+    with pytest.raises(ResultFormatError) as err:
+        load_profile(_write(tmp_path, _set(good, path, value)))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_saved_sweep_and_comparison_refuse_the_same_values(tmp_path, capsys):
+    point = SweepPoint(8, "ok", None, "b8", 1397.0, "images/s", 0.0057, None, 3.7, 50.0, True, {"weights": 5})
+    sweep = Sweep("resnet50", "pytorch", "cpu", "AMD EPYC", "test", "list", [point], 8, None).to_dict()
+    cases = [("points.0.batch", 10**400, "sweep key 'points[0].batch' is an integer of 401 digits, outside [1, "),
+             ("points.0.batch", 2**40, "sweep key 'points[0].batch' is 1.09951e+12, outside [1, 1.67772e+07]"),
+             ("points.0.memory_bytes.weights", 10**30, "'points[0].memory_bytes.weights' is an integer of 31 digits"),
+             ("points.0.throughput", float("nan"), "'points[0].throughput' is nan (NaN or infinite)")]
+    for path, value, message in cases:
+        saved = _write(tmp_path, _set(sweep, path, value), "sweep.json")
+        assert main(["report", str(saved), "--csv"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.startswith("tbd: error: ") and err.count("\n") == 1, err
+    runs = FIXTURES / "runs"
+    saved = tmp_path / "ab.json"
+    assert main(["compare", str(runs / "resnet50-test-cpu-b8-threads1"), str(runs / "resnet50-test-cpu-b8-threads2"),
+                 "--out", str(saved)]) == 0
+    comparison = json.loads(saved.read_text())
+    capsys.readouterr()
+    for path, value, message in [("metrics.0.values.0", 10**400, "'metrics[0].values[0]' is an integer of 401"),
+                                 ("runs.0.batch", 2**40, "'runs[0].batch' is 1.09951e+12, outside [0, 1.67772e+07]"),
+                                 ("notes", ["n"] * 2000, "'notes' holds 2,000 items, more than 1,000")]:
+        _write(tmp_path, _set(comparison, path, value), "ab.json")
+        assert main(["report", str(saved), "--csv"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.startswith("tbd: error: ") and err.count("\n") == 1, err

@@ -388,7 +388,7 @@ def test_sweep_writes_its_files_through_the_renderer(tmp_path, capsys, oracle, m
 @pytest.mark.parametrize("setup, force, message", [
     ("file", False, "is a file, not a folder"),
     ("other", False, "is not empty (hint: choose another --out, or --force to replace a previous sweep there)"),
-    ("other", True, "holds no tbd sweep (no sweep.json)"),
+    ("other", True, "holds no tbd sweep (no .tbd-run.json)"),
 ])
 def test_sweep_out_is_checked_before_any_point(tmp_path, capsys, oracle, setup, force, message):
     out = tmp_path / "s"

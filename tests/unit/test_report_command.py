@@ -43,7 +43,9 @@ def test_html_of_a_run_goes_beside_it_by_default(tmp_path, capsys):
     page = (run / "report.html").read_text()
     assert _out(capsys).strip() == f"HTML report: {run / 'report.html'}"
     assert page.startswith("<!DOCTYPE html>") and "1,397.3 images/s" in page  # the terminal's figure
-    assert main(["report", str(run), "--html"]) == 0  # tbd's own file in the run directory: rewritten
+    assert main(["report", str(run), "--html"]) == 2  # the page already there is not replaced unasked
+    assert "report.html exists (hint: choose another path, or --force to replace it)" in capsys.readouterr().err
+    assert main(["report", str(run), "--html", "--force"]) == 0
 
 
 def test_html_path_given_is_never_overwritten_unasked(tmp_path, capsys):

@@ -21,6 +21,7 @@ from tbd.analysis.memory.pytorch import memory_breakdown
 from tbd.analysis.peaks import PeakFlops, PeakModel
 from tbd.cli.run_analysis import profile_from_trace
 from tbd.core import field_checks as c
+from tbd.core import raw_records
 from tbd.core.comparison import Comparison
 from tbd.core.errors import ResultFormatError
 from tbd.core.field_checks import REQUIRED, Keys, Pct, Range
@@ -195,3 +196,46 @@ def test_a_profile_assembled_from_inputs_round_trips(good):
     assert profile.provenance == {"trace": "t"}
     assert Profile.from_dict(profile.to_dict()) == profile
     assert Profile.from_dict(good).to_dict() == good
+
+
+@pytest.mark.parametrize("name", sorted(raw_records.RECORDS))
+def test_every_number_of_a_raw_record_declares_its_range(name):
+    declared = raw_records.RECORDS[name][0]
+    numbers = _numbers(declared, declared.__name__, set())
+    bare = [where for where, rule in numbers if rule is None]
+    assert not bare, f"declare a Range for: {bare}"
+
+
+def test_no_number_is_unbounded():
+    """An integer without a declared top stops at 2**53 (a 10**400 read back raised OverflowError in the
+    renderers that format it, issue 29); a float is any finite one."""
+    @dataclass(frozen=True)
+    class Row:
+        n: c.Count
+        x: c.Amount
+        d: c.Delta
+        free: dict[str, Any]
+
+    load = c.loader(Row)
+    assert load({"n": 2**53, "x": 1.7e308, "d": -1.7e308, "free": {"seed": 2**64, "f": [1e300]}}) == \
+        Row(2**53, 1.7e308, -1.7e308, {"seed": 2**64, "f": [1e300]})
+    for data, message in [({"n": 2**53 + 1}, "'n' is 9.0072e+15, beyond any real value (at most 9.0072e+15)"),
+                          ({"n": 10**400}, "'n' is an integer of 401 digits, beyond any real value"),
+                          ({"x": float("inf")}, "'x' is inf (NaN or infinite)"),
+                          ({"d": 10**400}, "'d' is an integer of 401 digits, beyond any real value"),
+                          ({"free": {"a": {"b": float("nan")}}}, "'free.a.b' is nan (NaN or infinite)"),
+                          ({"free": {"a": 2**64 + 1}}, "'free.a' is an integer of 20 digits, outside"),
+                          ({"free": {"a": "x" * 20_000}}, "'free.a' holds 20,000 characters, more than 16,384"),
+                          ({"free": {"a": [[[[]]]] * 2}}, None)]:
+        row = {"n": 1, "x": 1.0, "d": 0.0, "free": {}, **data}
+        if message is None:
+            load(row)
+            continue
+        with pytest.raises(ResultFormatError) as err:
+            load(row)
+        assert message in str(err.value)
+    deep: list = []
+    for _ in range(c.MAX_DEPTH + 1):
+        deep = [deep]
+    with pytest.raises(ResultFormatError, match="nested more than 64 deep"):
+        load({"n": 1, "x": 1.0, "d": 0.0, "free": {"a": deep}})

@@ -190,15 +190,18 @@ def test_exit_code_when_no_point_ran(tmp_path, oracle):
 
 def test_sweep_directory_is_new_or_a_replaced_sweep(tmp_path):
     out = tmp_path / "s"
-    prepare_sweep_dir(out, force=False)
-    (out / "b2").mkdir()
+    with prepare_sweep_dir(out, force=False):
+        (out / "b2").mkdir()
+        (out / "sweep.json").write_text("{}")
     with pytest.raises(UsageError, match="not empty"):
         prepare_sweep_dir(out, force=False)
-    with pytest.raises(UsageError, match="holds no tbd sweep"):
+    (out / "notes.txt").write_text("mine")  # not tbd's: --force refuses before removing anything
+    with pytest.raises(UsageError, match="holds what tbd did not write there: notes.txt"):
         prepare_sweep_dir(out, force=True)
-    (out / "sweep.json").write_text("{}")
-    prepare_sweep_dir(out, force=True)
-    assert list(out.iterdir()) == []
+    assert sorted(p.name for p in out.iterdir()) == [".tbd-lock", ".tbd-run.json", "b2", "notes.txt", "sweep.json"]
+    (out / "notes.txt").unlink()
+    with prepare_sweep_dir(out, force=True):
+        assert sorted(p.name for p in out.iterdir()) == [".tbd-lock", ".tbd-run.json"]
     (tmp_path / "f").write_text("")
     with pytest.raises(UsageError, match="is a file"):
         prepare_sweep_dir(tmp_path / "f", force=True)

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +144,43 @@ def test_a_task_whose_package_is_missing_says_how_to_install_it(capsys, tmp_path
     assert "a3c's task (cartpole) needs the Python package gymnasium, which is not installed" in err
     assert "pip install 'gymnasium'" in err and err.count("\n") == 1
     assert not (tmp_path / "x").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["int", "term", "kill"])
+def test_an_interrupted_train_keeps_the_runs_already_finished(stop, tmp_path):
+    """Stopped during run 2 of 3 (once tta.json first appears, written after run 1): run 1's log, its
+    DAWNBench entry and a result holding it survive; the run cut short is marked, never passed off as done."""
+    out = tmp_path / "run"
+    child = subprocess.Popen([sys.executable, "-m", "tbd.cli", "train", "resnet50", "--runs", "3", "--max-epochs", "1",
+                              "--no-profile", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 240
+    while not (out / "tta.json").exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert child.poll() is None, child.communicate()
+    child.send_signal(stop)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == (-stop if stop == signal.SIGKILL else 128 + stop), err
+    result = TtaResult.from_dict(json.loads((out / "tta.json").read_text()))
+    (system,) = result.tables[0].systems
+    first = _events(out / "results" / "local" / "resnet50" / "result_0.txt")
+    assert [e["key"] for e in first][-1] == "run_stop" and first[-1]["metadata"]["status"] == "aborted"  # 1 epoch
+    assert (out / "dawnbench" / "resnet50_run0.tsv").is_file()
+    assert Path(system.runs[0].file).name == "result_0.txt" and system.runs[0].status == "aborted"
+    assert not any("interrupted" in n for n in system.runs[0].notes)
+    second = out / "results" / "local" / "resnet50" / "result_1.txt"
+    if stop == signal.SIGKILL:
+        assert len(system.runs) == 1 and "partial: 1 of 3 runs finished" in " ".join(system.notes)
+        assert not second.exists()  # killed mid-run: its lines stay in .result_1.txt.partial, never a result
+    else:
+        assert err.strip().splitlines()[-1].startswith("tbd: error: interrupted: the runs done so far"), err
+        said = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}[stop]
+        assert f"interrupted ({said}): the runs done so far" in system.notes
+        if second.exists():  # the signal came once run 2 had begun: its log ends with run_stop, marked
+            stop_event = _events(second)[-1]
+            assert stop_event["key"] == "run_stop" and stop_event["metadata"] == {
+                **stop_event["metadata"], "status": "aborted", "reason": f"interrupted ({said})"}
+            assert "interrupted: this run was cut short" in system.runs[1].notes
+            assert len(system.runs) == 2
+        else:
+            assert len(system.runs) == 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tbd.cli.commands.arguments import positive_float, positive_int
+from tbd.cli.commands import arguments as num
 from tbd.cli.commands.kernels import add_ranking_argument, with_ranking
 from tbd.cli.commands.output import SavedJson, add_output_arguments, check_outputs, write_output
 from tbd.cli.results import ANALYZE, load_target
@@ -28,25 +28,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Kineto trace (.json or .json.gz) from torch.profiler or its TensorBoard handler; a folder of "
                         "per-rank traces; or a tbd run directory (or its trace file) of any framework, analysed "
                         "again from its raw records")
-    p.add_argument("--peak-flops", type=positive_float, default=None,
+    p.add_argument("--peak-flops", type=num.peak_flops, default=None,
                    help="FP32 peak FLOP/s of the device that ran the trace or run, instead of the GPU table's "
                         "(`tbd gpus`) or the run's; applies to a trace, a folder of traces and a run directory alike; "
                         "labelled as yours")
-    p.add_argument("--memory-bandwidth", type=positive_float, default=None, metavar="BYTES_PER_S",
+    p.add_argument("--memory-bandwidth", type=num.bandwidth, default=None, metavar="BYTES_PER_S",
                    help="memory bandwidth of that device in bytes/s (e.g. 9e11 for 900 GB/s), the roofline's slope, "
                         "instead of the GPU table's or the run's measured one; needed for the bound and the memory "
                         "ranking of a GPU the table lacks; labelled as yours")
-    p.add_argument("--sm-clock-mhz", type=positive_float, default=None,
+    p.add_argument("--sm-clock-mhz", type=num.clock_mhz, default=None,
                    help="max SM clock of the NVIDIA GPU in the trace or GPU run: peaks from compute capability x SMs x "
                         "this clock instead of the GPU table")
-    p.add_argument("--samples-per-step", type=positive_float, default=None,
+    p.add_argument("--samples-per-step", type=num.samples_per_step, default=None,
                    help="samples per ProfilerStep, for a throughput over the traced steps; traces only: refused for a "
                         "tbd run directory, which recorded its own batch")
     add_output_arguments(p, save_json=SavedJson("--json", "PATH", "also write a profile.json here (always every "
                                                                   "kernel group: --top limits the text only)",
                                                 example="profile.json"),
                          force="let --json replace a file already there")
-    p.add_argument("--top", type=positive_int, default=10,
+    p.add_argument("--top", type=num.top, default=10,
                    help="rows shown per kernel table in the text (default 10); --json always holds every group")
     add_ranking_argument(p)
 

@@ -7,7 +7,8 @@ import sys
 from dataclasses import dataclass
 
 from tbd.analysis.compare_runs import Side, compare_profiles, run_label
-from tbd.cli.commands.arguments import positive_float, positive_int
+from tbd.cli.commands import arguments as num
+from tbd.cli.commands.arguments import positive_float
 from tbd.cli.commands.output import SavedJson, add_output_arguments, check_outputs, printed_format, write_output
 from tbd.cli.results import COMPARE, load_target
 from tbd.core.errors import UsageError
@@ -27,15 +28,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                          save_json=SavedJson("--out", "FILE", "also save the comparison as JSON (for `tbd report FILE "
                                                               "--html`)", example="compare.json"),
                          force="let --out replace a file already there")
-    p.add_argument("--top", type=positive_int, default=10,
+    p.add_argument("--top", type=num.top, default=10,
                    help="ops shown in the text (default 10); --json and --csv always hold every op")
     p.add_argument("--label", nargs="+", action="extend", default=[], metavar="RUN=NAME",
                    help="name runs in every table and figure, e.g. --label A=v100 B=a100 (default: model, device "
                         "and batch)")
-    p.add_argument("--peak-flops", nargs="+", action="extend", default=[], metavar="[RUN=]FLOPS",
+    p.add_argument("--peak-flops", type=num.per_run(num.peak_flops), nargs="+", action="extend", default=[], metavar="[RUN=]FLOPS",
                    help="FP32 peak FLOP/s for traces: FLOPS alone applies to traces without a known peak, "
                         "B=FLOPS to trace B even where its GPU is known")
-    p.add_argument("--memory-bandwidth", nargs="+", action="extend", default=[], metavar="[RUN=]BYTES_PER_S",
+    p.add_argument("--memory-bandwidth", type=num.per_run(num.bandwidth), nargs="+", action="extend",
+                   default=[], metavar="[RUN=]BYTES_PER_S",
                    help="memory bandwidth in bytes/s for traces, as --peak-flops: alone for traces without a known "
                         "one, B=BYTES_PER_S for trace B")
 

@@ -23,5 +23,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write(json.dumps({"units": UNITS, "gpus": rows}, indent=2))
     else:
-        write(render_gpu_table(rows, width=terminal_width(), color=sys.stdout.isatty()))
+        write(render_gpu_table(rows, width=terminal_width(), color=sys.stdout is not None and sys.stdout.isatty()))
     return 0

@@ -10,7 +10,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from tbd.analysis.counters import merged_profile
-from tbd.cli.commands.arguments import positive_int
+from tbd.cli.commands import arguments as num
 from tbd.cli.commands.output import add_output_arguments, printed_format, write_output
 from tbd.cli.results import KERNELS, load_target
 from tbd.core.errors import UsageError
@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="RUN_DIR|TRACE",
                    help="a tbd run directory (or its trace file) or a profile.json, or a Kineto trace (.json, "
                         ".json.gz)")
-    p.add_argument("--top", type=positive_int, default=10,
+    p.add_argument("--top", type=num.top, default=10,
                    help="rows shown per table in the text (default 10); --json and --csv always hold every group")
     p.add_argument("--kernel", metavar="REGEX", default=None,
                    help="show the kernel groups whose name matches REGEX (Python re.search) in full")

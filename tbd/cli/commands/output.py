@@ -16,6 +16,7 @@ tbd.reports.renderers.save. A sweep's folder is checked where it is made
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shutil
 import sys
@@ -25,18 +26,51 @@ from pathlib import Path
 from rich.console import Console
 
 from tbd.core.errors import UsageError
+from tbd.core.run_ownership import refuse_control_characters
 from tbd.reports.renderers import Renderer, refusal, save
 
 
 def terminal_width() -> int:
+    """The width the text is laid out at: the terminal's (COLUMNS first; 120 without a terminal), kept within
+    80-160 columns. A COLUMNS that is no positive number is ignored by shutil, so any value lays out."""
     return max(80, min(shutil.get_terminal_size((120, 40)).columns, 160))
 
 
 def write(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    """Print a command's text on stdout, flushed, as the stream's encoding allows (tbd.reports.printable).
+
+    A reader that went away (`tbd ... | head`: BrokenPipeError) or a stdout closed under us (EBADF)
+    is not an error of the command: the rest of its text goes to /dev/null and the command ends
+    with its own exit code. Any other failure to write (a full disk behind `> file`) is raised.
+    """
+    try:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    except OSError as exc:
+        if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EBADF:
+            raise
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Point descriptor 1 at /dev/null: what sys.stdout still holds, and the interpreter's last flush, go there."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, sys.stdout.fileno() if _has_fileno(sys.stdout) else 1)
+    finally:
+        os.close(null)
+
+
+def _has_fileno(stream) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
 
 
 def stderr_console() -> Console:
+    """The console of progress lines and warnings: stderr, which prepare_streams made safe to write."""
     return Console(stderr=True)
 
 
@@ -99,31 +133,48 @@ def add_output_arguments(p: argparse.ArgumentParser, *, json: str | None = None,
         files.append(FileFlag("--html", "html", html_name, inside=True))
     if save_json is not None:
         dest = save_json.flag.lstrip("-").replace("-", "_")
-        p.add_argument(save_json.flag, type=Path, default=None, metavar=save_json.metavar, help=save_json.help)
+        p.add_argument(save_json.flag, type=output_path, default=None, metavar=save_json.metavar, help=save_json.help)
         files.append(FileFlag(save_json.flag, dest, save_json.example))
     if out_dir is not None:
-        p.add_argument("--out", type=Path, default=None, help=out_dir)
+        p.add_argument("--out", type=output_path, default=None, help=out_dir)
     if figures is not None:
-        p.add_argument("--figures", type=Path, default=None, metavar="DIR", help=figures)
+        p.add_argument("--figures", type=output_path, default=None, metavar="DIR", help=figures)
     if force is not None:
         p.add_argument("--force", action="store_true", help=force)
     p.set_defaults(**{OUTPUTS: OutputFlags(printed, tuple(files))})
 
 
+def output_path(text: str) -> Path:
+    """argparse `type` of every output path (--out, --figures, --json PATH): a Path, or the one-line
+    refusal of a path holding a control character (ESC, newline: Kineto writes the path unescaped
+    into the trace, and the terminal would act on it), before anything runs."""
+    try:
+        refuse_control_characters(text, "path")
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return Path(text)
+
+
 def check_outputs(args: argparse.Namespace) -> None:
-    """Refuse, before any work, every file an output flag names that cannot be written: see check_output_file.
-    `--html` without a PATH writes tbd's own file beside the result and is not checked."""
+    """Refuse, before any work, every file an output flag names that cannot be written: see check_output_file;
+    and a control character in --out DIR or --figures DIR. `--html` without a PATH writes tbd's own file
+    beside the result: the command checks that one (check_output_file, the same rule) once it knows where."""
     flags: OutputFlags = getattr(args, OUTPUTS)
     for f in flags.files:
         given = getattr(args, f.dest)
         if given:
             check_output_file(f.flag, given, force=getattr(args, "force", False), example=f.example, inside=f.inside)
+    for flag in ("--out", "--figures"):
+        given = getattr(args, flag.lstrip("-"), None)
+        if isinstance(given, (str, os.PathLike)):
+            refuse_control_characters(given, flag)
 
 
 def check_output_file(flag: str, given: str | os.PathLike, *, force: bool, example: str, inside: bool = False) -> Path:
-    """`given` as the path of a file to write, or UsageError: it is a folder ("--out X is a folder",
-    hint: a file path, `example` or inside it `given/example`), or it exists and `force` is off
-    ("--out X exists", hint: another path, or --force)."""
+    """`given` as the path of a file to write, or UsageError: it holds a control character, it is a
+    folder ("--out X is a folder", hint: a file path, `example` or inside it `given/example`), or it
+    exists and `force` is off ("--out X exists", hint: another path, or --force)."""
+    refuse_control_characters(given, flag)
     path = Path(given)
     if path.is_dir():
         raise UsageError(f"{flag} {given} is a folder", hint=f"give a file path, e.g. {path / example if inside else example}")

@@ -6,14 +6,15 @@ import argparse
 from pathlib import Path
 
 from tbd.cli import frameworks, registry
-from tbd.cli.commands.arguments import memory_gib, nonnegative_int, positive_float, positive_int, seconds_or_off
-from tbd.cli.commands.output import stderr_console, terminal_width, write
+from tbd.cli.commands import arguments as num
+from tbd.cli.commands.output import output_path, stderr_console, terminal_width, write
 from tbd.cli.distributed_run import check_spec, profile_distributed
-from tbd.cli.ncu_measure import measure_with_ncu
+from tbd.cli.ncu_measure import NCU_DIR, measure_with_ncu
 from tbd.cli.orchestrate import profile_run
 from tbd.core import rundir
 from tbd.core.errors import UsageError
 from tbd.core.records import RunSpec
+from tbd.core.run_ownership import record_written
 from tbd.profilers.distributed import DATA_PARALLEL
 from tbd.reports.progress import StageProgress
 from tbd.reports.terminal import render_profile
@@ -32,7 +33,7 @@ DEFAULT_WINDOW_S = 10.0
 
 def _seconds_or_zero(text: str) -> float:
     """--window-seconds: seconds > 0, or 0.0 for "no cut" (None stays "not given")."""
-    return seconds_or_off(text) or 0.0
+    return num.seconds_or_off(text) or 0.0
 
 
 def window_options(args: argparse.Namespace) -> tuple[int, float | None]:
@@ -51,42 +52,42 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N")
     p.add_argument("--size", choices=("full", "test"), default="full",
                    help="full: the paper's architecture; test: a tiny one for quick checks")
-    p.add_argument("--warmup", type=nonnegative_int, default=None,
+    p.add_argument("--warmup", type=num.warmup, default=None,
                    help="warm-up iterations (default: detect the end of warm-up automatically)")
-    p.add_argument("--iterations", type=positive_int, default=None,
+    p.add_argument("--iterations", type=num.iterations, default=None,
                    help=f"iterations in each timing window (default {DEFAULT_ITERATIONS}, cut to --window-seconds; "
                         "given, exactly that many unless --window-seconds is given too or --max-seconds runs out)")
-    p.add_argument("--repeat", type=positive_int, default=3,
+    p.add_argument("--repeat", type=num.repeat, default=3,
                    help="timing windows run back to back; the throughput is their median, with their spread "
                         "(default 3)")
     p.add_argument("--window-seconds", type=_seconds_or_zero, default=None,
                    help="cut each timing window (and the trace window) to about this long at the warm-up's "
                         f"iteration time, so a slow model's run ends in minutes (default {DEFAULT_WINDOW_S:g}, "
                         "none when --iterations is given; 0: no cut)")
-    p.add_argument("--trace-iterations", type=nonnegative_int, default=3,
+    p.add_argument("--trace-iterations", type=num.trace_iterations, default=3,
                    help="iterations in the trace window, at most (default 3)")
-    p.add_argument("--max-seconds", type=positive_float, default=600.0,
+    p.add_argument("--max-seconds", type=num.seconds, default=600.0,
                    help="time budget for warm-up plus timing window (default 600)")
-    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads for the framework (default: its own)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--memory-limit-gib", type=memory_gib, default=None,
+    p.add_argument("--threads", type=num.threads, default=None, help="CPU threads for the framework (default: its own)")
+    p.add_argument("--seed", type=num.seed, default=0, help="random seed, 0 .. 2**31-1 (default 0)")
+    p.add_argument("--memory-limit-gib", type=num.memory_gib, default=None,
                    help="cap the workload process's address space (RLIMIT_AS), e.g. to find the largest batch "
                         "that fits a host with less memory; CPU runs (CUDA reserves large virtual ranges)")
-    p.add_argument("--peak-flops", type=positive_float, default=None,
+    p.add_argument("--peak-flops", type=num.peak_flops, default=None,
                    help="FP32 peak FLOP/s of the device, instead of the GPU table's (or the CPU model's); labelled "
                         "as yours in the report")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_arguments(p)
-    p.add_argument("--batch", type=positive_int, default=None,
+    p.add_argument("--batch", type=num.batch, default=None,
                    help="batch size (default: the model's own; on the CPU a smaller one for the image models, "
                         "`tbd suite` lists them)")
     add_run_arguments(p)
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=output_path, default=None,
                    help="run directory to write (default runs/<model>-<framework>-<device>-b<batch>[-n<processes>]-<time>)")
-    p.add_argument("--top", type=positive_int, default=10, help="kernels shown in the report (default 10)")
-    p.add_argument("--ncu", type=positive_int, default=None, metavar="N",
+    p.add_argument("--top", type=num.top, default=10, help="kernels shown in the report (default 10)")
+    p.add_argument("--ncu", type=num.kernel_count, default=None, metavar="N",
                    help="after the run, measure the first N kernels of the ranking (most time to win back first) "
                         "with Nsight Compute (a second run of the same windows under ncu, one traced iteration) and "
                         "merge the counters into profile.json; "
@@ -100,19 +101,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def add_distributed_arguments(p: argparse.ArgumentParser) -> None:
     """Several processes (and machines) on torch.distributed, launched under torchrun (PyTorch)."""
     g = p.add_argument_group("several processes and machines (PyTorch, torch.distributed under torchrun)")
-    g.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="N",
+    g.add_argument("--nproc-per-node", type=num.processes, default=1, metavar="N",
                    help="processes on this machine, one per GPU (on the CPU: Gloo, the cores shared); each trains "
                         "data-parallel (--data-parallel) on --batch samples; the profile sums their throughput")
-    g.add_argument("--nnodes", type=positive_int, default=1, metavar="M",
+    g.add_argument("--nnodes", type=num.machines, default=1, metavar="M",
                    help="machines in the run: start the same command on each, with its own --node-rank")
-    g.add_argument("--node-rank", type=nonnegative_int, default=0, metavar="R",
+    g.add_argument("--node-rank", type=num.node_rank, default=0, metavar="R",
                    help="this machine's number, 0 .. M-1; node 0 hosts the rendezvous and writes the cluster profile")
     g.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
                    help="node 0's address for the rendezvous, the same on every machine (default: this machine, a "
                         "free port)")
-    g.add_argument("--rdzv-timeout", type=positive_float, default=300.0, metavar="SECONDS",
+    g.add_argument("--rdzv-timeout", type=num.seconds, default=300.0, metavar="SECONDS",
                    help="machines must have joined within this (default 300)")
-    g.add_argument("--rank-timeout", type=positive_float, default=300.0, metavar="SECONDS",
+    g.add_argument("--rank-timeout", type=num.seconds, default=300.0, metavar="SECONDS",
                    help="a rank that keeps the others waiting this long in a collective ends the run (default 300)")
     g.add_argument("--data-parallel", choices=DATA_PARALLEL, default="ddp",
                    help="ddp: DistributedDataParallel (each rank holds the whole model, gradients all-reduced); "
@@ -179,8 +180,12 @@ def run(args: argparse.Namespace) -> int:
             outcome = profile_run(spec, run_dir, progress, force=args.force, rename_after_device=not args.out)
     profile, run_dir = outcome.profile, outcome.run_dir or run_dir
     if args.ncu is not None and not outcome.exit_code:
-        profile = measure_with_ncu(profile, run_dir, args.ncu, announce=lambda line: stderr_console().print(
-            f"tbd: {line}", highlight=False, markup=False))
+        try:
+            profile = measure_with_ncu(profile, run_dir, args.ncu, announce=lambda line: stderr_console().print(
+                f"tbd: {line}", highlight=False, markup=False))
+        finally:  # the run listed its files when it ended: the ncu session's come after, so a later --force may go
+            ncu_files = [p for p in (run_dir / NCU_DIR).rglob("*") if not p.is_dir()]
+            record_written(run_dir, [*ncu_files, run_dir / rundir.PROFILE])
     write(render_profile(profile, width=terminal_width(), color=None, top=args.top))
     kept = ("partial profile.json, iterations.json" if outcome.exit_code
             else f"profile.json, iterations.json, {rundir.trace_name(spec.framework)}")

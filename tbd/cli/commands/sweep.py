@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from tbd.cli import registry
-from tbd.cli.commands.arguments import positive_float, positive_int
+from tbd.cli.commands import arguments as num
 from tbd.cli.commands.output import add_output_arguments, stderr_console, write, write_output
 from tbd.cli.commands.profile import add_run_arguments, add_workload_arguments, spec_from_args
 from tbd.cli.commands.train import task_spec, with_spinner
@@ -45,11 +45,11 @@ _BATCH_HINT = "give batch sizes like --batch 2,4,8, or --batch max for the large
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_arguments(p)
-    p.add_argument("--batch", required=True, metavar="B1,B2,...|max",
+    p.add_argument("--batch", type=num.batch_list, required=True, metavar="B1,B2,...|max",
                    help="the batch sizes to run, in this order (e.g. 2,4,8); or max: find the largest that fits")
-    p.add_argument("--batch-start", type=positive_int, default=None, metavar="N",
+    p.add_argument("--batch-start", type=num.batch, default=None, metavar="N",
                    help="--batch max: the first batch (default: the model's default batch)")
-    p.add_argument("--max-batch", type=positive_int, default=None, metavar="N",
+    p.add_argument("--max-batch", type=num.batch, default=None, metavar="N",
                    help=f"--batch max: never try a batch above N (default {DEFAULT_MAX_BATCH})")
     add_run_arguments(p)  # each point's, as `tbd profile` takes them
     for action in p._actions:  # a point's trace window: one iteration, for its memory figures
@@ -63,17 +63,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="--executor ray: the cluster's address (default: $RAY_ADDRESS, else a Ray started here)")
     p.add_argument("--slurm-partition", default=None, metavar="NAME", help="--executor submitit: the Slurm partition")
-    p.add_argument("--timeout-min", type=positive_int, default=None, metavar="MIN",
+    p.add_argument("--timeout-min", type=num.minutes, default=None, metavar="MIN",
                    help="--executor submitit: each job's time limit in minutes (default: --max-seconds plus 15 minutes)")
     p.add_argument("--quiet", action="store_true", help="no progress bars (the one line per point stays)")
     tta = p.add_argument_group("time to accuracy (--tta)")
     tta.add_argument("--tta", action="store_true",
                      help="run `tbd train` at each batch instead of `tbd profile`: time to the task's target and "
                           "throughput against batch size, together (DIR/b<batch>/, DIR/tta.json, DIR/figures/)")
-    tta.add_argument("--runs", type=positive_int, default=3, help="--tta: runs per batch (default 3)")
-    tta.add_argument("--target", type=positive_float, default=None, metavar="VALUE",
+    tta.add_argument("--runs", type=num.runs, default=3, help="--tta: runs per batch (default 3)")
+    tta.add_argument("--target", type=num.target, default=None, metavar="VALUE",
                      help="--tta: the quality target (default: the task's)")
-    tta.add_argument("--max-epochs", type=positive_int, default=50, help="--tta: epochs before a run counts as "
+    tta.add_argument("--max-epochs", type=num.epochs, default=50, help="--tta: epochs before a run counts as "
                                                                           "not converged (default 50)")
     add_output_arguments(p, out_dir="sweep directory to write (default runs/sweep-<model>-<framework>-<device>-<time>): "
                                     "sweep.json, sweep.csv, figures/; each point's run directory is b<batch>/ inside it",
@@ -158,15 +158,12 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args, spec.batch or info.default_batch)
     runner = runner_from_args(args, spec.device)
     with runner or contextlib.nullcontext():  # a Ray is started or reached before the sweep directory is made
-        if args.out is not None:
-            out = Path(args.out)
-            prepare_sweep_dir(out, args.force)
-        else:
-            out = new_sweep_dir(spec)
+        out = Path(args.out) if args.out is not None else new_sweep_dir(spec)
         console = stderr_console()
-        outcome = run_sweep(spec, plan, out,
-                            announce=lambda line: console.print(line, highlight=False, markup=False),
-                            progress=lambda: StageProgress(console, enabled=not args.quiet), runner=runner)
+        with prepare_sweep_dir(out, args.force):  # locked for the whole sweep; its files listed at the end
+            outcome = run_sweep(spec, plan, out,
+                                announce=lambda line: console.print(line, highlight=False, markup=False),
+                                progress=lambda: StageProgress(console, enabled=not args.quiet), runner=runner)
     write_output(renderer_for(outcome.sweep), "text")
     write(f"sweep directory: {out}")
     if outcome.figures_note:
@@ -187,16 +184,16 @@ def _tta_sweep(args: argparse.Namespace) -> int:
     spec = task_spec(args.model)
     target = args.target if args.target is not None else spec.target
     out = Path(args.out) if args.out is not None else Path("runs") / f"sweep-tta-{args.model}-{time.strftime('%Y%m%d-%H%M%S')}"
-    prepare_out_dir(out, args.force, "tta.json", "sweep --tta directory")
-    options = TrainOptions(args.model, spec, args.runs, batches[0], args.max_epochs, target, args.size, args.seed,
-                           None, out, args.device)
-    try:
-        result = with_spinner(f"tbd sweep --tta {args.model}:",
-                              lambda progress: train_sweep(options, batches, progress=progress), quiet=args.quiet)
-    except KeyboardInterrupt:
-        raise InterruptedRun(f"interrupted: the batches done so far are in {out / 'tta.json'}") from None
-    rendered = renderer_for(result)
-    write_output(rendered, "text")
-    for path in write_output(rendered, "figures", out / "figures"):
-        write(f"figure: {path}")
+    with prepare_out_dir(out, args.force, "tta.json", "sweep --tta directory"):  # locked, its files listed at the end
+        options = TrainOptions(args.model, spec, args.runs, batches[0], args.max_epochs, target, args.size, args.seed,
+                               None, out, args.device)
+        try:
+            result = with_spinner(f"tbd sweep --tta {args.model}:",
+                                  lambda progress: train_sweep(options, batches, progress=progress), quiet=args.quiet)
+        except KeyboardInterrupt:
+            raise InterruptedRun(f"interrupted: the batches done so far are in {out / 'tta.json'}") from None
+        rendered = renderer_for(result)
+        write_output(rendered, "text")
+        for path in write_output(rendered, "figures", out / "figures"):
+            write(f"figure: {path}")
     return 0

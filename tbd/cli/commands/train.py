@@ -15,8 +15,15 @@ from typing import TypeVar
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from tbd.cli import registry
-from tbd.cli.commands.arguments import positive_float, positive_int
-from tbd.cli.commands.output import add_output_arguments, check_outputs, printed_format, stderr_console, write_output
+from tbd.cli.commands import arguments as num
+from tbd.cli.commands.output import (
+    add_output_arguments,
+    check_outputs,
+    output_path,
+    printed_format,
+    stderr_console,
+    write_output,
+)
 from tbd.cli.orchestrate import prepare_out_dir
 from tbd.cli.train_run import TrainOptions, train
 from tbd.core.errors import FrameworkMissingError, InterruptedRun, UsageError
@@ -39,14 +46,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = _tasks_help()
     p.add_argument("model", help=f"suite model with a task ({', '.join(TASKS)})")
     p.add_argument("--framework", default="pytorch", help="pytorch (the only one tbd train runs in this version)")
-    p.add_argument("--target", type=positive_float, default=None, metavar="VALUE",
+    p.add_argument("--target", type=num.target, default=None, metavar="VALUE",
                    help="quality target on the held-out split, in the metric's own scale (default: the task's)")
     p.add_argument("--metric", default=None, metavar="NAME", help="the task's metric (the only one offered)")
-    p.add_argument("--runs", type=positive_int, default=3,
+    p.add_argument("--runs", type=num.runs, default=3,
                    help="runs with seeds SEED, SEED+1, ... (default 3: MLPerf's olympic mean needs 3)")
-    p.add_argument("--batch", type=positive_int, default=None,
+    p.add_argument("--batch", type=num.batch, default=None,
                    help="global batch size (default: the task's, 64; A3C: frames per worker per update, 5)")
-    p.add_argument("--max-epochs", type=positive_int, default=50,
+    p.add_argument("--max-epochs", type=num.epochs, default=50,
                    help="a run that has not reached the target after this many epochs stops as not converged")
     p.add_argument("--size", choices=("full", "test"), default="test",
                    help="test (the suite's CI-size network, default: minutes on a CPU) or full (the variant's real "
@@ -57,10 +64,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-profile", action="store_true",
                    help="skip the stable-phase throughput of one training step by tbd's profiler (set beside the "
                         "epochs' throughput; seconds on a CPU)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cost-per-hour", type=positive_float, default=None, metavar="USD",
+    p.add_argument("--seed", type=num.seed, default=0)
+    p.add_argument("--cost-per-hour", type=num.usd_per_hour, default=None, metavar="USD",
                    help="price of the machine per hour: cost to target = hours x USD")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=output_path, default=None,
                    help="run directory (default runs/train-<model>-b<batch>-<time>)")
     add_output_arguments(p, json="print the result as JSON (schema tbd.tta/1, docs/tta-json.md)",
                          csv="print one CSV row for the runs together and one per run",
@@ -82,14 +89,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--target {target:g} is not a fraction: {spec.metric} is one", hint=f"e.g. --target {spec.target:g}")
     batch = args.batch if args.batch is not None else spec.batch
     out = args.out or Path("runs") / f"train-{args.model}-b{batch}-{time.strftime('%Y%m%d-%H%M%S')}"
-    prepare_out_dir(out, args.force, MARKER, "train directory")
-    options = TrainOptions(args.model, spec, args.runs, batch, args.max_epochs, target, args.size, args.seed,
-                           args.cost_per_hour, out, args.device, not args.no_profile)
-    try:
-        result = with_spinner(f"training {args.model} to {spec.metric} {spec.comparison} {target:g}:",
-                              lambda progress: train(options, progress=progress))
-    except KeyboardInterrupt:
-        raise InterruptedRun(f"interrupted: the runs done so far are in {out / MARKER}") from None
+    with prepare_out_dir(out, args.force, MARKER, "train directory"):  # locked; its files listed however it ends
+        options = TrainOptions(args.model, spec, args.runs, batch, args.max_epochs, target, args.size, args.seed,
+                               args.cost_per_hour, out, args.device, not args.no_profile)
+        try:
+            result = with_spinner(f"training {args.model} to {spec.metric} {spec.comparison} {target:g}:",
+                                  lambda progress: train(options, progress=progress))
+        except KeyboardInterrupt as exc:  # train_run.TrainInterrupted: SIGINT, SIGTERM or SIGHUP, runs so far saved
+            raise InterruptedRun(f"interrupted: the runs done so far are in {out / MARKER}",
+                                 exit_code=128 + getattr(exc, "signum", 2)) from None
     write_output(renderer_for(result), printed_format(args))
     return 0
 

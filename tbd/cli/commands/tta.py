@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tbd.cli.commands.arguments import positive_float
+from tbd.cli.commands import arguments as num
 from tbd.cli.commands.output import (
     SavedJson,
     add_output_arguments,
@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", metavar="NAME", default=None,
                    help="only this MLPerf benchmark (resnet, bert, llama2_70b_lora, ...) or DAWNBench task "
                         "(CIFAR10, ImageNet, SQuAD)")
-    p.add_argument("--target", type=positive_float, default=None, metavar="VALUE",
+    p.add_argument("--target", type=num.target, default=None, metavar="VALUE",
                    help="DAWNBench quality target in the TSV's own scale (default: 94 top-1 on CIFAR10, 93 top-5 on "
                         "ImageNet, F1 0.73 on SQuAD); MLPerf scores are always to their rules' target")
     p.add_argument("--ruleset", metavar="X.Y.Z", default=None,
