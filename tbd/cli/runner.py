@@ -188,7 +188,8 @@ def run(run_dir: Path) -> int:
         return EXIT_USAGE
     except BaseException as exc:  # noqa: BLE001 - the parent reports every failure; keep what ran
         if hook is not None and (hook.is_out_of_memory(exc) or _thread_refused_under_cap(exc, spec)):
-            _save_partial(run_dir, state, "oom", f"out of memory during {state.stage}: {str(exc).splitlines()[0]}")
+            said = (str(exc).splitlines() or [type(exc).__name__])[0]  # a bare MemoryError says nothing
+            _save_partial(run_dir, state, "oom", f"out of memory during {state.stage}: {said}")
             return EXIT_OOM
         return _crash(run_dir, state, exc)
     _log_stage({"stage": "done"})

@@ -195,7 +195,9 @@ def read_guarded_json(path: str | os.PathLike, what: str, max_bytes: int, hint: 
             raise ResultFormatError(f"{path}: {info.st_size:,} bytes is far too large for a {what} "
                                     f"(at most {max_bytes:,})", hint=hint)
         with os.fdopen(fd, "rb") as f:
-            raw = f.read(max_bytes + 1)
+            # The file's own size, not the cap: read(n) allocates n bytes up front, and under a memory cap
+            # (--memory-limit-gib) a 64 MiB buffer for a 2 KiB status.json is itself the out-of-memory.
+            raw = f.read(info.st_size + 1)
     except OSError as exc:
         raise ResultFormatError(f"{path}: cannot read the {what} ({exc.strerror or exc})", hint=hint) from None
     if len(raw) > max_bytes:  # grew while read
