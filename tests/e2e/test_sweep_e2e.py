@@ -158,7 +158,9 @@ def test_ctrl_c_keeps_the_points_so_far_and_exits_130(tmp_path):
     assert "Traceback" not in stderr.decode()
     sweep = load_sweep(out)
     assert [(p.batch, p.status) for p in sweep.points] == [(2, "partial")]
-    assert sweep.notes == ["interrupted at batch 2 (its partial profile is kept)"]
+    # A shared machine's other load may also mark the point unreliable (a note of its own): not this test's subject.
+    assert [n for n in sweep.notes if not n.startswith("unreliable measurement")] == [
+        "interrupted at batch 2 (its partial profile is kept)"]
     assert sweep.points[0].throughput and sweep.points[0].throughput > 0  # the completed timing iterations
     assert not (out / "b4").exists()
     assert f"sweep directory: {out}" in stdout.decode()
